@@ -1,0 +1,66 @@
+"""Checks before a real (non-dry) launch: each failure is one line with the numbers.
+
+Run before the snapshot is written, so a run that cannot start leaves nothing behind.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from src.plan import RunPlan
+
+
+class PreflightError(RuntimeError):
+    pass
+
+
+def visible_gpus(environ: dict) -> int:
+    """GPUs this process may use: CUDA_VISIBLE_DEVICES if set, else what nvidia-smi lists."""
+    visible = environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return len([d for d in visible.split(",") if d.strip() and d.strip() != "-1"])
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return 0
+    out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=60)
+    return len([line for line in out.stdout.splitlines() if line.startswith("GPU ")])
+
+
+_SHARD = re.compile(r"model_world_size_(\d+)_rank_\d+\.pt$")
+
+
+def checkpoint_world_sizes(checkpoint_dir: Path) -> set[int]:
+    """World sizes the FSDP shards under a checkpoint dir were written for."""
+    if not checkpoint_dir.is_dir():
+        return set()
+    return {int(m.group(1)) for p in checkpoint_dir.glob("global_step_*/actor/*.pt")
+            if (m := _SHARD.search(p.name))}
+
+
+def run(plan: RunPlan, environ: dict, cpu_count: int | None = None, gpus_per_node_needed: int | None = None) -> None:
+    need = gpus_per_node_needed if gpus_per_node_needed is not None else plan.gpus_per_node
+    if plan.device == "cuda":
+        found = visible_gpus(environ)
+        if found < need:
+            raise PreflightError(
+                f"this node needs {need} GPUs for gpus={plan.gpus_per_node} but {found} are visible "
+                f"(CUDA_VISIBLE_DEVICES={environ.get('CUDA_VISIBLE_DEVICES', 'unset')}); "
+                f"run on a GPU node, lower gpus=, or use dry_run=true to plan only")
+    for what, path in (("model", plan.model_path), ("train data", plan.train_files), ("val data", plan.val_files)):
+        if not Path(path).exists():
+            raise PreflightError(f"{what} not found at {path}; fix the path in conf/local/default.yaml "
+                                 f"(paths.*) or prepare it (README: Data)")
+    cpus = cpu_count if cpu_count is not None else len(os.sched_getaffinity(0))
+    if plan.ray_num_cpus is not None and cpus < plan.ray_cpus_needed:
+        # Ray accepts more logical CPUs than cores, but verl then oversubscribes the node
+        raise PreflightError(f"verl needs {plan.ray_cpus_needed} CPUs for G={plan.world_size} (3 per GPU + 10) "
+                             f"but this process may use {cpus}; ask the scheduler for more CPUs")
+    sizes = checkpoint_world_sizes(Path(plan.checkpoint_dir))
+    if sizes and sizes != {plan.world_size}:
+        raise PreflightError(
+            f"{plan.checkpoint_dir} holds FSDP shards for world size {sorted(sizes)} but this run has "
+            f"G={plan.world_size}; FSDP cannot resume across GPU counts: run with that GPU count or "
+            f"move the checkpoints away")

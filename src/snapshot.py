@@ -1,0 +1,111 @@
+"""<run dir>/snapshot/: everything needed to reproduce a run, written before anything runs.
+
+Files: composed.yaml (our composed config), overrides.yaml (CLI overrides), plan.json,
+verl_config.yaml (the exact file verl runs), command.txt, git.txt + git.diff, env.json
+(relevant environment, secrets redacted), packages-train.txt / packages-scorer.txt, system.json.
+Written into a temp dir and renamed into place, so a snapshot is whole or absent. Every file
+passes through the secret scrubber: a secret value never lands on disk, even inside a URL.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+from src.resolvers import PROJECT_ROOT
+from src.redact import REDACTED, is_secret, scrub
+
+SNAPSHOT = "snapshot"
+# environment that changes what a run does
+_RELEVANT_PREFIXES = ("CUDA", "NCCL", "HF_", "TRANSFORMERS", "WANDB", "RAY", "VLLM", "VERL", "SLURM",
+                      "HYDRA", "PYTORCH", "TORCH", "OMP_", "QE_RL", "QE_SCORER", "LD_PRELOAD", "HCCL",
+                      "ASCEND", "TOKENIZERS")
+
+
+def relevant_env(environ: dict) -> dict:
+    return {k: (REDACTED if is_secret(k) else v) for k, v in sorted(environ.items())
+            if k.startswith(_RELEVANT_PREFIXES) or is_secret(k)}
+
+
+def installed_packages(python: str | None = None) -> str:
+    """`name==version` lines of an environment (in-process for ours: pip freeze costs ~1 s)."""
+    if python is None:
+        import importlib.metadata as md
+        pkgs = {(d.metadata["Name"] or "?").lower(): d.version for d in md.distributions()}
+        return "".join(f"{k}=={v}\n" for k, v in sorted(pkgs.items()))
+    code = ("import importlib.metadata as m;print(''.join(sorted(f\"{(d.metadata['Name'] or '?').lower()}"
+            "=={d.version}\\n\" for d in m.distributions())),end='')")
+    return subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60).stdout
+
+
+def git_state(root: Path = PROJECT_ROOT) -> tuple[str, str]:
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30)
+
+    head = git("rev-parse", "HEAD")
+    if head.returncode != 0:
+        return "not a git checkout (or no commits yet): code state not recorded\n", ""
+    status = git("status", "--porcelain").stdout
+    diff = git("diff", "HEAD").stdout
+    untracked = [line[3:] for line in status.splitlines() if line.startswith("??")]
+    text = f"sha: {head.stdout.strip()}\ndirty: {bool(status.strip())}\n"
+    if untracked:
+        text += "untracked (not in git.diff):\n" + "".join(f"  {u}\n" for u in untracked)
+    return text, diff
+
+
+def system_info() -> dict:
+    info = {"python": sys.version.split()[0], "platform": platform.platform()}
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        out = subprocess.run([smi, "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30)
+        info["gpus"] = out.stdout.strip().splitlines()
+    return info
+
+
+def write(run_dir: Path, *, composed: dict, overrides: list[str], plan: dict, verl_yaml: str,
+          command: list[str], scorer_python: str | None, environ: dict) -> Path:
+    """Write <run_dir>/snapshot atomically; returns its path."""
+    target = run_dir / SNAPSHOT
+    if target.exists():
+        raise FileExistsError(f"{target} already exists; a run dir holds one snapshot")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    git_text, git_diff = git_state()
+    files = {
+        "composed.yaml": yaml.safe_dump(composed, sort_keys=False, allow_unicode=True),
+        "overrides.yaml": yaml.safe_dump(list(overrides), allow_unicode=True),
+        "plan.json": json.dumps(plan, indent=2, sort_keys=False) + "\n",
+        "verl_config.yaml": verl_yaml,
+        "command.txt": " ".join(command) + "\n",
+        "git.txt": git_text,
+        "git.diff": git_diff,
+        "env.json": json.dumps(relevant_env(environ), indent=2) + "\n",
+        "packages-train.txt": installed_packages(),
+        "system.json": json.dumps(system_info(), indent=2) + "\n",
+    }
+    if scorer_python and Path(scorer_python).exists():
+        files["packages-scorer.txt"] = installed_packages(scorer_python)
+    tmp = Path(tempfile.mkdtemp(prefix=".snapshot-", dir=run_dir))
+    try:
+        for name, text in files.items():
+            (tmp / name).write_text(scrub(text, environ), encoding="utf-8")
+        os.rename(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
+
+
+def load(snapshot_dir: Path) -> tuple[dict, list[str]]:
+    """(composed config, overrides) of a snapshot, for --from-snapshot."""
+    composed = yaml.safe_load((snapshot_dir / "composed.yaml").read_text(encoding="utf-8"))
+    overrides = yaml.safe_load((snapshot_dir / "overrides.yaml").read_text(encoding="utf-8")) or []
+    return composed, overrides

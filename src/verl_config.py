@@ -1,0 +1,175 @@
+"""RunPlan -> verl 0.9.1's own `ppo_trainer` config, validated by verl itself.
+
+verl's config is composed by Hydra from the installed package's config dir (the same files
+`python -m verl.trainer.main_ppo` composes), with the plan's values applied as overrides. The
+result is checked with `verl.utils.config.validate_config` and written fully resolved, so the
+file in the snapshot is exactly what verl runs.
+"""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any, Callable
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from src.plan import RunPlan
+
+# verl key -> value taken from the plan. One row per key; this table is the only place plan
+# fields meet verl names. Keys verl's schema lacks start with '+'.
+VERL_KEYS: list[tuple[str, Callable[[RunPlan, dict], Any]]] = [
+    # data
+    ("data.train_files", lambda p, c: p.train_files),
+    ("data.val_files", lambda p, c: p.val_files),
+    ("data.max_prompt_length", lambda p, c: p.max_prompt_length),
+    ("data.max_response_length", lambda p, c: p.max_response_length),
+    ("data.train_batch_size", lambda p, c: p.batch.P),
+    ("data.seed", lambda p, c: p.seed),
+    ("data.filter_overlong_prompts", lambda p, c: True),
+    ("data.truncation", lambda p, c: "error"),
+    ("++data.apply_chat_template_kwargs", lambda p, c: {} if c["model"]["use_chat_template"]
+        else {"chat_template": "{% for m in messages %}{{ m['content'] }}{% endfor %}"}),
+    # model
+    ("actor_rollout_ref.model.path", lambda p, c: p.model_path),
+    ("actor_rollout_ref.model.use_remove_padding", lambda p, c: True),
+    ("actor_rollout_ref.model.enable_gradient_checkpointing", lambda p, c: True),
+    # actor
+    ("actor_rollout_ref.actor.optim.lr", lambda p, c: c["trainer"]["lr"]),
+    ("actor_rollout_ref.actor.ppo_mini_batch_size", lambda p, c: p.batch.m),
+    ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", lambda p, c: p.batch.mu),
+    ("actor_rollout_ref.actor.use_dynamic_bsz", lambda p, c: p.batch.dynamic_bsz),
+    ("actor_rollout_ref.actor.ppo_max_token_len_per_gpu",
+        lambda p, c: p.batch.max_token_len_per_gpu or 2 * (p.max_prompt_length + p.max_response_length)),
+    ("actor_rollout_ref.actor.use_kl_loss", lambda p, c: c["algo"]["use_kl_loss"]),
+    ("actor_rollout_ref.actor.kl_loss_coef", lambda p, c: c["algo"]["kl_loss_coef"]),
+    ("actor_rollout_ref.actor.kl_loss_type", lambda p, c: c["algo"]["kl_loss_type"]),
+    ("actor_rollout_ref.actor.entropy_coeff", lambda p, c: c["algo"]["entropy_coeff"]),
+    ("actor_rollout_ref.actor.clip_ratio_low", lambda p, c: c["algo"]["clip_ratio_low"]),
+    ("actor_rollout_ref.actor.clip_ratio_high", lambda p, c: c["algo"]["clip_ratio_high"]),
+    ("actor_rollout_ref.actor.loss_agg_mode", lambda p, c: c["algo"]["loss_agg_mode"]),
+    # rollout
+    ("actor_rollout_ref.rollout.name", lambda p, c: "vllm"),
+    ("actor_rollout_ref.rollout.n", lambda p, c: p.batch.n),
+    ("actor_rollout_ref.rollout.tensor_model_parallel_size", lambda p, c: p.batch.tp),
+    ("actor_rollout_ref.rollout.gpu_memory_utilization", lambda p, c: p.gpu_memory_utilization),
+    ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", lambda p, c: p.batch.lam),
+    ("actor_rollout_ref.rollout.log_prob_use_dynamic_bsz", lambda p, c: p.batch.dynamic_bsz),
+    ("actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu",
+        lambda p, c: p.batch.max_token_len_per_gpu or 2 * (p.max_prompt_length + p.max_response_length)),
+    # reference policy (used when use_kl_loss)
+    ("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", lambda p, c: p.batch.lam),
+    ("actor_rollout_ref.ref.log_prob_use_dynamic_bsz", lambda p, c: p.batch.dynamic_bsz),
+    ("actor_rollout_ref.ref.log_prob_max_token_len_per_gpu",
+        lambda p, c: p.batch.max_token_len_per_gpu or 2 * (p.max_prompt_length + p.max_response_length)),
+    # algorithm
+    ("algorithm.adv_estimator", lambda p, c: c["algo"]["adv_estimator"]),
+    ("algorithm.norm_adv_by_std_in_grpo", lambda p, c: c["algo"]["norm_adv_by_std_in_grpo"]),
+    ("algorithm.use_kl_in_reward", lambda p, c: False),
+    ("algorithm.filter_groups.enable", lambda p, c: c["algo"]["filter_groups"]["enable"]),
+    ("algorithm.filter_groups.metric", lambda p, c: c["algo"]["filter_groups"]["metric"]),
+    ("algorithm.filter_groups.max_num_gen_batches", lambda p, c: c["algo"]["filter_groups"]["max_num_gen_batches"]),
+    # reward (the reward function itself is wired by the rewards issue)
+    ("reward.reward_manager.name", lambda p, c: c["algo"]["reward_manager"]),
+    ("+reward.reward_kwargs.overlong_buffer_cfg.enable", lambda p, c: c["algo"]["overlong_buffer"]["enable"]),
+    ("+reward.reward_kwargs.overlong_buffer_cfg.len", lambda p, c: c["algo"]["overlong_buffer"]["len"]),
+    ("+reward.reward_kwargs.overlong_buffer_cfg.penalty_factor",
+        lambda p, c: c["algo"]["overlong_buffer"]["penalty_factor"]),
+    ("+reward.reward_kwargs.overlong_buffer_cfg.log", lambda p, c: c["algo"]["overlong_buffer"]["enable"]),
+    ("+reward.reward_kwargs.max_resp_len", lambda p, c: p.max_response_length),
+    # trainer
+    ("trainer.n_gpus_per_node", lambda p, c: p.gpus_per_node),
+    ("trainer.nnodes", lambda p, c: p.nodes),
+    ("trainer.device", lambda p, c: p.device),
+    ("trainer.project_name", lambda p, c: p.wandb_project),
+    ("trainer.experiment_name", lambda p, c: p.wandb_run_name),
+    ("trainer.logger", lambda p, c: list(p.logger_backends) + ["file"]),
+    ("trainer.default_local_dir", lambda p, c: p.checkpoint_dir),
+    ("trainer.resume_mode", lambda p, c: c["trainer"]["resume_mode"]),
+    ("trainer.total_epochs", lambda p, c: c["trainer"]["total_epochs"]),
+    ("trainer.total_training_steps", lambda p, c: c["trainer"]["total_training_steps"]),
+    ("trainer.save_freq", lambda p, c: c["trainer"]["save_freq"]),
+    ("trainer.test_freq", lambda p, c: c["trainer"]["test_freq"]),
+    ("trainer.val_before_train", lambda p, c: c["trainer"]["val_before_train"]),
+    ("trainer.validation_data_dir", lambda p, c: f"{p.run_dir}/val_generations"),
+    ("trainer.log_val_generations", lambda p, c: 10),
+    # ray
+    ("ray_kwargs.ray_init.num_cpus", lambda p, c: p.ray_num_cpus),
+    ("ray_kwargs.timeline_json_file",
+        lambda p, c: f"{p.run_dir}/ray_timeline.json" if c["profile"]["enable"] else None),
+    ("global_profiler.tool", lambda p, c: "torch" if c["profile"]["enable"] else None),
+    ("global_profiler.steps", lambda p, c: list(c["profile"]["steps"]) if c["profile"]["enable"] else None),
+    ("global_profiler.save_path", lambda p, c: f"{p.run_dir}/profile"),
+]
+
+
+def verl_config_dir() -> Path:
+    """verl's config dir, found without importing verl (an import costs seconds: torch)."""
+    spec = importlib.util.find_spec("verl")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("verl is not installed in this environment; run `make setup`")
+    return Path(list(spec.submodule_search_locations)[0]) / "trainer" / "config"
+
+
+def _format(value: Any) -> str:
+    # Hydra override grammar: JSON-like literals, quoted strings
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (list, dict)):
+        return _format_container(value)
+    text = str(value).replace("\\", "\\\\").replace("'", "\\'")
+    return f"'{text}'"
+
+
+def _format_container(value: Any) -> str:
+    if isinstance(value, list):
+        return "[" + ",".join(_format(v) for v in value) + "]"
+    return "{" + ",".join(f"{k}:{_format(v)}" for k, v in value.items()) + "}"
+
+
+def overrides(plan: RunPlan, cfg: dict) -> list[str]:
+    """Hydra override strings for verl's ppo_trainer, plan table first, then passthrough keys."""
+    out = []
+    for key, source in VERL_KEYS:
+        value = source(plan, cfg)
+        if value is None and key.endswith("_per_gpu") and plan.batch.dynamic_bsz:
+            continue  # dynamic bsz: verl wants the micro keys unset
+        out.append(f"{key}={_format(value)}")
+    # `++` adds or overrides: the user's explicit verl keys win over the table above
+    out += [f"++{key}={_format(value)}" for key, value in sorted(plan.verl_passthrough.items())]
+    return out
+
+
+def compose(override_list: list[str]) -> DictConfig:
+    """verl's ppo_trainer with overrides, composed by Hydra from the installed verl's files."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra._internal.utils import create_config_search_path
+    from hydra.types import RunMode
+
+    loader = ConfigLoaderImpl(config_search_path=create_config_search_path(str(verl_config_dir())))
+    cfg = loader.load_configuration(config_name="ppo_trainer", overrides=override_list, run_mode=RunMode.RUN)
+    with open_dict(cfg):
+        del cfg["hydra"]
+    return cfg
+
+
+def validate(cfg: DictConfig) -> None:
+    """verl's own start-up validation (the same call main_ppo makes)."""
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+
+
+def build(plan: RunPlan, cfg: dict) -> DictConfig:
+    verl_cfg = compose(overrides(plan, cfg))
+    validate(verl_cfg)
+    OmegaConf.resolve(verl_cfg)
+    return verl_cfg
+
+
+def to_yaml(verl_cfg: DictConfig) -> str:
+    return OmegaConf.to_yaml(verl_cfg, resolve=True)

@@ -1,0 +1,46 @@
+"""Shared by both test environments (train and scorer): stdlib only.
+
+Tests never reach the network: any connect to a non-loopback address raises. Models and data
+used by tests are built locally by fixtures.
+"""
+import ipaddress
+import os
+import socket
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("WANDB_MODE", "offline")
+
+_real_connect = socket.socket.connect
+_real_connect_ex = socket.socket.connect_ex
+
+
+def _is_local(address) -> bool:
+    if isinstance(address, (str, bytes)):  # AF_UNIX path
+        return True
+    host = address[0]
+    if host in ("localhost", ""):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _guarded(real):
+    def connect(self, address, *args, **kwargs):
+        if self.family in (socket.AF_INET, socket.AF_INET6) and not _is_local(address):
+            raise RuntimeError(f"test tried to reach the network: {address!r}")
+        return real(self, address, *args, **kwargs)
+    return connect
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_network():
+    socket.socket.connect = _guarded(_real_connect)
+    socket.socket.connect_ex = _guarded(_real_connect_ex)
+    yield
+    socket.socket.connect = _real_connect
+    socket.socket.connect_ex = _real_connect_ex

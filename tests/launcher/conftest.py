@@ -1,0 +1,34 @@
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from src.launch import compose_config
+from src.resolvers import PROJECT_ROOT
+
+
+@pytest.fixture
+def isolated_paths(tmp_path):
+    """Overrides that keep every file a run writes inside tmp_path."""
+    out = tmp_path / "out"
+    return out, [f"paths.output_dir={out}/outputs", f"paths.results_root={out}/results",
+                 f"paths.data_root={tmp_path}/data", f"paths.model_root={tmp_path}/models"]
+
+
+def files_under(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []
+
+
+def launch(args: list[str], env_extra: dict | None = None, timeout: int = 300) -> subprocess.CompletedProcess:
+    """`python -m src.launch ARGS` as a user runs it, from the project root."""
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    env.update(env_extra or {})
+    return subprocess.run([sys.executable, "-m", "src.launch", *args], cwd=PROJECT_ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def compose():
+    return compose_config

@@ -1,0 +1,137 @@
+"""The run plan: derived batch sizes, refusals, names."""
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from src.plan import PlanError, build_plan, plan_batch
+from src.verl_rules import BatchValues, check
+
+
+@pytest.fixture(scope="module")
+def base_cfg():
+    from src.launch import compose_config
+    return compose_config([])
+
+
+def with_(cfg, **changes):
+    import copy
+    out = copy.deepcopy(cfg)
+    for dotted, value in changes.items():
+        node = out
+        *parents, leaf = dotted.split("__")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+    return out
+
+
+def test_design_defaults_need_no_adjustment_for_2_3_4_8_gpus(base_cfg):
+    for g in (2, 3, 4, 8):
+        plan = build_plan(with_(base_cfg, gpus__per_node=g), run_dir="r")
+        b = plan.batch
+        assert (b.P, b.n, b.m, b.mu, b.lam) == (48, 8, 24, 8, 16)
+        assert b.tp == (1 if g == 3 else 2)  # 3 GPUs: TP 2 cannot divide; Qwen2.5-3B has 2 KV heads
+        assert [a.key for a in plan.adjustments] == (["rollout_tp"] if g == 3 else [])
+
+
+def test_intent_is_moved_to_the_nearest_valid_values_with_reasons(base_cfg):
+    cfg = with_(base_cfg, gpus__per_node=5, batch__prompts_per_step=50, batch__mini_batch_prompts=12,
+                batch__samples_per_prompt=4)
+    plan = build_plan(cfg, run_dir="r")
+    b = plan.batch
+    # m*n % 5 == 0 needs m multiple of 5: 12 -> 10; P multiple of m: 50 stays
+    assert (b.P, b.n, b.m) == (50, 4, 10)
+    assert b.tp == 1
+    keys = {a.key: a for a in plan.adjustments}
+    assert keys["mini_batch_prompts"].intent == 12 and keys["mini_batch_prompts"].value == 10
+    assert "multiple of 5" in keys["mini_batch_prompts"].reason
+    assert check(BatchValues(G=5, gpus_per_node=5, P=b.P, n=b.n, m=b.m, mu=b.mu, lam=b.lam, tp=b.tp,
+                             kv_heads=2)) == []
+
+
+def test_pin_that_breaks_a_rule_is_refused_with_rule_and_nearest_values(base_cfg):
+    with pytest.raises(PlanError) as err:
+        build_plan(with_(base_cfg, data__train_batch_size=7, gpus__per_node=4), run_dir="r")
+    msg = str(err.value)
+    assert "\n" not in msg
+    assert "data.train_batch_size=7" in msg and "P >= m" in msg and "{24}" in msg
+
+
+def test_pinned_micro_batch_that_does_not_divide_is_refused(base_cfg):
+    cfg = with_(base_cfg, verl={"actor_rollout_ref": {"actor": {"ppo_micro_batch_size_per_gpu": 5}}})
+    with pytest.raises(PlanError, match=r"\(m\*n/G\) % mu == 0"):
+        build_plan(cfg, run_dir="r")
+
+
+def test_valid_pin_is_kept_and_not_reported_as_adjustment(base_cfg):
+    plan = build_plan(with_(base_cfg, data__train_batch_size=96), run_dir="r")
+    assert plan.batch.P == 96 and plan.samples_per_step == 768
+    assert not plan.adjustments
+
+
+@pytest.mark.parametrize("key,value,needle", [
+    ("gpus__per_node", 0, "gpus (GPUs per node) must be a positive integer, got 0"),
+    ("gpus__per_node", -2, "got -2"),
+    ("nodes", 0, "nodes must be a positive integer, got 0"),
+    ("batch__samples_per_prompt", 0, "batch.samples_per_prompt"),
+    ("reward__mode", "sometimes", "reward.mode must be off, train or eval"),
+])
+def test_bad_values_are_refused_in_one_line(base_cfg, key, value, needle):
+    with pytest.raises(PlanError) as err:
+        build_plan(with_(base_cfg, **{key: value}), run_dir="r")
+    assert needle in str(err.value) and "\n" not in str(err.value)
+
+
+def test_names_and_checkpoint_dir_are_stable_and_follow_the_layout(base_cfg):
+    cfg = with_(base_cfg, paths__results_root="/res", nodes=2, seed=7)
+    plan = build_plan(cfg, run_dir="r")
+    assert plan.world_size == 8
+    assert plan.checkpoint_dir == "/res/qwen2.5_3b/xcomet_xl_train/grpo/gpus8/seed7"
+    assert plan.wandb_project == "qe-rl-xcomet_xl-train-s384"
+    assert plan.wandb_run_name == "qwen2.5_3b-grpo-g8-seed7"
+    assert build_plan(cfg, run_dir="other").checkpoint_dir == plan.checkpoint_dir
+    assert plan.ray_cpus_needed == 3 * 8 + 10 and plan.ray_num_cpus is None  # multi-node: from cluster
+
+
+def test_single_node_ray_cpus(base_cfg):
+    plan = build_plan(with_(base_cfg, gpus__per_node=8), run_dir="r")
+    assert plan.ray_cpus_needed == 34 and plan.ray_num_cpus == 34
+    with pytest.raises(PlanError, match="ray_num_cpus=20 is below the 34"):
+        build_plan(with_(base_cfg, gpus__per_node=8, ray_num_cpus=20), run_dir="r")
+
+
+def test_dynamic_bsz_keeps_only_its_rules(base_cfg):
+    plan = build_plan(with_(base_cfg, batch__dynamic_bsz=True, gpus__per_node=3), run_dir="r")
+    assert plan.batch.mu is None and plan.batch.lam is None
+    assert plan.batch.max_token_len_per_gpu == 2 * (256 + 1024)
+    with pytest.raises(PlanError, match="max_token_len_per_gpu=100 is below"):
+        build_plan(with_(base_cfg, batch__dynamic_bsz=True, batch__max_token_len_per_gpu=100), run_dir="r")
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(gpus=st.integers(1, 64), nodes=st.integers(1, 4), P=st.integers(1, 512), n=st.integers(1, 32),
+       m=st.integers(1, 512), mu=st.integers(1, 64), lam=st.integers(1, 64),
+       tp=st.sampled_from([1, 2, 4, 8]), kv=st.sampled_from([1, 2, 4, 8]),
+       pin_p=st.one_of(st.none(), st.integers(-4, 600)),
+       pin_mu=st.one_of(st.none(), st.integers(1, 32)))
+def test_property_plan_is_valid_or_refuses_with_a_named_rule(base_cfg, gpus, nodes, P, n, m, mu, lam, tp, kv,
+                                                              pin_p, pin_mu):
+    cfg = with_(base_cfg, gpus__per_node=gpus, nodes=nodes, batch__prompts_per_step=P,
+                batch__samples_per_prompt=n, batch__mini_batch_prompts=m, batch__micro_batch_per_gpu=mu,
+                batch__log_prob_micro_batch_per_gpu=lam, model__rollout_tp=tp, model__num_kv_heads=kv,
+                data__train_batch_size=pin_p)
+    if pin_mu is not None:
+        cfg["verl"] = {"actor_rollout_ref": {"actor": {"ppo_micro_batch_size_per_gpu": pin_mu}}}
+    try:
+        plan = build_plan(cfg, run_dir="r")
+    except PlanError as err:
+        msg = str(err)
+        assert "\n" not in msg
+        assert pin_p is not None or pin_mu is not None, f"refused an unpinned intent: {msg}"
+        assert "must be a positive integer" in msg or "breaks verl rule" in msg
+        return
+    b = plan.batch
+    values = BatchValues(G=gpus * nodes, gpus_per_node=gpus, P=b.P, n=b.n, m=b.m, mu=b.mu, lam=b.lam, tp=b.tp,
+                         kv_heads=kv)
+    assert check(values) == []
+    assert b.mu <= max(mu, pin_mu or 0) and b.lam <= lam and b.tp <= tp
