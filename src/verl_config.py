@@ -90,15 +90,17 @@ VERL_KEYS: list[tuple[str, Callable[[RunPlan, dict], Any]]] = [
     ("trainer.save_freq", lambda p, c: c["trainer"]["save_freq"]),
     ("trainer.test_freq", lambda p, c: c["trainer"]["test_freq"]),
     ("trainer.val_before_train", lambda p, c: c["trainer"]["val_before_train"]),
-    ("trainer.validation_data_dir", lambda p, c: f"{p.run_dir}/val_generations"),
+    # Nothing here may name the run dir: a re-run from a snapshot must give a byte-identical
+    # file. Validation dumps and profiles sit beside the checkpoints, which are stable too.
+    ("trainer.validation_data_dir", lambda p, c: f"{p.checkpoint_dir}/val_generations"),
     ("trainer.log_val_generations", lambda p, c: 10),
     # ray
     ("ray_kwargs.ray_init.num_cpus", lambda p, c: p.ray_num_cpus),
     ("ray_kwargs.timeline_json_file",
-        lambda p, c: f"{p.run_dir}/ray_timeline.json" if c["profile"]["enable"] else None),
+        lambda p, c: f"{p.checkpoint_dir}/profile/ray_timeline.json" if c["profile"]["enable"] else None),
     ("global_profiler.tool", lambda p, c: "torch" if c["profile"]["enable"] else None),
     ("global_profiler.steps", lambda p, c: list(c["profile"]["steps"]) if c["profile"]["enable"] else None),
-    ("global_profiler.save_path", lambda p, c: f"{p.run_dir}/profile"),
+    ("global_profiler.save_path", lambda p, c: f"{p.checkpoint_dir}/profile"),
 ]
 
 
