@@ -123,7 +123,10 @@ def execute(composed: dict, overrides: list[str], run_dir: Path, environ: dict |
 
 def _run_env(plan: RunPlan, environ: dict) -> dict:
     env = runner.run_environment(environ, plan.accelerator_env)
-    env["VERL_FILE_LOGGER_PATH"] = f"{plan.run_dir}/metrics.jsonl"
+    # verl's file logger truncates its file on open: one file per launch, so a requeued job
+    # in the same run dir keeps the earlier steps (src/report merges metrics/*.jsonl by step)
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    env["VERL_FILE_LOGGER_PATH"] = f"{plan.run_dir}/metrics/{stamp}.jsonl"
     env.setdefault("HF_HUB_OFFLINE", "1")
     if plan.wandb_offline:
         env["WANDB_MODE"] = "offline"

@@ -1,0 +1,154 @@
+"""Parallel text -> verl parquet with translation prompts.
+
+    python -m src.data.prepare --input wmt_zh_en.jsonl --name wmt_zh_en --split train \\
+        --template chat --directions both --tokenizer /models/Qwen2.5-3B-Instruct \\
+        --max-prompt-tokens 256 --out data/wmt_zh_en/train.parquet
+
+Inputs: `--input FILE.jsonl` (src, tgt, src_lang/tgt_lang or lang_pair per line), `--input FILE.tsv`
+(header with src, tgt[, src_lang, tgt_lang | lang_pair], or two columns with --lang-pair), or
+`--src-file A --tgt-file B --lang-pair zh-en` (aligned lines). Writes the parquet and
+`<out>.stats.json` next to it (both atomically) and prints a table. Bad input: one line on stderr,
+exit status 2, nothing written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .filters import (
+    LengthLimits,
+    cap_per_direction,
+    drop_empty_and_duplicates,
+    expand_directions,
+    filter_by_length,
+    new_counts,
+)
+from .parquet_io import write_json_atomic, write_parquet_atomic
+from .readers import InputError, read_pairs
+from .rows import SPLITS, make_row
+from .stats import build_stats, format_table
+from .templates import TEMPLATES, UnknownTemplateError, expected_format
+from .tokens import load_tokenizer, token_lengths
+
+EXIT_BAD_INPUT = 2
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse prints usage + error on two lines; the contract is one clear line, exit 2."""
+
+    def error(self, message):
+        sys.stderr.write(f"prepare: error: {message}\n")
+        sys.exit(EXIT_BAD_INPUT)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _OneLineParser(prog="python -m src.data.prepare", description=__doc__.split("\n\n")[0])
+    src = p.add_argument_group("input (one of)")
+    src.add_argument("--input", type=Path, help="a .jsonl or .tsv file of pairs")
+    src.add_argument("--src-file", type=Path, help="source side, one sentence per line")
+    src.add_argument("--tgt-file", type=Path, help="target side, aligned with --src-file")
+    p.add_argument("--lang-pair", help="languages when the input does not say, e.g. zh-en")
+    p.add_argument(
+        "--directions",
+        default="as-is",
+        help='"as-is" (default), "both" (each pair and its reverse), or a list such as "zh-en,en-zh"',
+    )
+    p.add_argument("--name", help="dataset name for data_source (default: the input file's stem)")
+    p.add_argument("--split", required=True, help=f"one of {', '.join(SPLITS)}")
+    p.add_argument("--template", required=True, help=f"one of {', '.join(TEMPLATES)}")
+    p.add_argument("--tokenizer", required=True, type=Path, help="local tokenizer/model directory")
+    p.add_argument("--max-src-tokens", type=int)
+    p.add_argument("--max-tgt-tokens", type=int, help="reference length; keep under max_response_length")
+    p.add_argument("--max-prompt-tokens", type=int, help="as verl counts it; set data.max_prompt_length to it")
+    p.add_argument("--max-per-direction", type=int, help="keep a seeded random sample of at most N per direction")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True, type=Path, help="output .parquet")
+    p.add_argument("--stats", type=Path, help="stats json (default: <out without .parquet>.stats.json)")
+    return p
+
+
+def _check_args(args) -> None:
+    if args.split not in SPLITS:
+        raise InputError(f"unknown split {args.split!r} (known: {', '.join(SPLITS)})")
+    try:
+        expected_format(args.template)
+    except UnknownTemplateError as e:
+        raise InputError(str(e)) from None
+    if args.out.suffix != ".parquet":
+        raise InputError(f"--out must end in .parquet (verl reads by suffix), got {args.out}")
+    for flag in ("max_src_tokens", "max_tgt_tokens", "max_prompt_tokens", "max_per_direction"):
+        value = getattr(args, flag)
+        if value is not None and value <= 0:
+            raise InputError(f"--{flag.replace('_', '-')} must be positive, got {value}")
+
+
+def _default_name(args) -> str:
+    source = args.input or args.src_file
+    return source.stem if source is not None else "dataset"
+
+
+def prepare(args) -> dict:
+    """Everything after argument parsing; raises InputError before writing anything."""
+    _check_args(args)
+    pairs = read_pairs(args.input, args.src_file, args.tgt_file, args.lang_pair)
+    tokenizer = load_tokenizer(args.tokenizer)
+    name = args.name or _default_name(args)
+
+    counts = new_counts()
+    examples = expand_directions(pairs, args.directions, counts)
+    examples = drop_empty_and_duplicates(examples, counts)
+    lengths = token_lengths(tokenizer, examples, args.template)
+    limits = LengthLimits(args.max_src_tokens, args.max_tgt_tokens, args.max_prompt_tokens)
+    examples, lengths = filter_by_length(examples, lengths, limits, counts)
+    examples, lengths = cap_per_direction(examples, lengths, args.max_per_direction, args.seed, counts)
+    if not examples:
+        rows_in = sum(c.rows_in for c in counts.values())
+        raise InputError(f"no rows left after filtering ({rows_in} in); nothing written")
+    for e in examples:
+        counts[e.lang_pair].rows_out += 1
+
+    rows = [
+        make_row(e, dataset_name=name, template=args.template, split=args.split, index=i)
+        for i, e in enumerate(examples)
+    ]
+    stats = build_stats(
+        counts,
+        examples,
+        lengths,
+        meta={
+            "output": str(args.out),
+            "dataset_name": name,
+            "split": args.split,
+            "template": args.template,
+            "response_format": expected_format(args.template),
+            "tokenizer": str(args.tokenizer),
+            "limits": {
+                "max_src_tokens": args.max_src_tokens,
+                "max_tgt_tokens": args.max_tgt_tokens,
+                "max_prompt_tokens": args.max_prompt_tokens,
+                "max_per_direction": args.max_per_direction,
+            },
+        },
+    )
+    stats_path = args.stats or args.out.with_suffix(".stats.json")
+    write_parquet_atomic(rows, args.out)
+    write_json_atomic(stats, stats_path)
+    return stats
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        stats = prepare(args)
+    except InputError as e:
+        sys.stderr.write(f"prepare: error: {e}\n")
+        return EXIT_BAD_INPUT
+    print(format_table(stats))
+    print(f"wrote {stats['total']['rows_out']} rows to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

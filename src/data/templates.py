@@ -1,0 +1,127 @@
+"""Prompt templates for zh<->en translation RL, and the response format each one asks for.
+
+Three templates (the reward function parses responses with `expected_format(template)`):
+
+- `base`: R1-Zero style plain text (instructions, `User:` line with the source, `Assistant:`),
+  as one user message. For base models: they learn the format from the text alone.
+- `chat`: the same instructions as a system message; the user message carries the source. The
+  model's chat template (applied by verl at rollout time) frames them.
+- `rl`: no reasoning, only `<translate>...</translate>`; one user message.
+
+verl applies the tokenizer's chat template to every prompt (RLHFDataset filters lengths and the
+agent loop renders the prompt that way), so every template returns a chat list of
+{role, content} messages.
+"""
+
+from __future__ import annotations
+
+import re
+
+THINK_TAG = "think"
+TRANSLATE_TAG = "translate"
+THINK_OPEN, THINK_CLOSE = f"<{THINK_TAG}>", f"</{THINK_TAG}>"
+TRANSLATE_OPEN, TRANSLATE_CLOSE = f"<{TRANSLATE_TAG}>", f"</{TRANSLATE_TAG}>"
+
+THINK_TRANSLATE = "think_translate"
+TRANSLATE_ONLY = "translate_only"
+
+LANGUAGE_NAMES = {
+    "zh": "Chinese",
+    "en": "English",
+    "de": "German",
+    "fr": "French",
+    "ja": "Japanese",
+    "ru": "Russian",
+    "cs": "Czech",
+}
+
+_THINK_INSTRUCTIONS = (
+    "The Assistant first thinks about the reasoning process in the mind and then provides the user "
+    "with the final translation. The reasoning process and the final translation are enclosed within "
+    f"{THINK_OPEN} {THINK_CLOSE} and {TRANSLATE_OPEN} {TRANSLATE_CLOSE} tags, respectively, i.e., "
+    f"{THINK_OPEN} reasoning process here {THINK_CLOSE} {TRANSLATE_OPEN} final translation here "
+    f"{TRANSLATE_CLOSE}."
+)
+
+# The source always ends the last user message, right after this line. `parse_prompt` relies on it
+# to recover the source from a decoded prompt (verl's validation dumps keep only the prompt text).
+_SOURCE_LEAD = "Translate the following {src_name} text into {tgt_name}:\n"
+
+_FORMATS = {"base": THINK_TRANSLATE, "chat": THINK_TRANSLATE, "rl": TRANSLATE_ONLY}
+TEMPLATES = tuple(_FORMATS)
+
+
+class UnknownTemplateError(ValueError):
+    pass
+
+
+def language_name(code: str) -> str:
+    return LANGUAGE_NAMES.get(code, code)
+
+
+def expected_format(template: str) -> str:
+    """`"think_translate"` (`<think>..</think><translate>..</translate>`) or `"translate_only"`."""
+    try:
+        return _FORMATS[template]
+    except KeyError:
+        raise UnknownTemplateError(f"unknown template {template!r} (known: {', '.join(TEMPLATES)})") from None
+
+
+def build_prompt(template: str, src_text: str, src_lang: str, tgt_lang: str) -> list[dict[str, str]]:
+    """The chat messages for one source sentence."""
+    expected_format(template)  # raises on unknown names
+    names = {"src_name": language_name(src_lang), "tgt_name": language_name(tgt_lang)}
+    request = _SOURCE_LEAD.format(**names) + src_text
+    if template == "base":
+        text = (
+            "A conversation between User and Assistant. The User asks for a translation from "
+            f"{names['src_name']} to {names['tgt_name']}, and the Assistant translates it. "
+            f"{_THINK_INSTRUCTIONS}\nUser: {request}\nAssistant:"
+        )
+        return [{"role": "user", "content": text}]
+    if template == "chat":
+        system = (
+            "You are a translation assistant. The User asks for a translation from "
+            f"{names['src_name']} to {names['tgt_name']}. {_THINK_INSTRUCTIONS}"
+        )
+        return [{"role": "system", "content": system}, {"role": "user", "content": request}]
+    # rl
+    text = (
+        f"Translate the {names['src_name']} text below into {names['tgt_name']}. Reply with the "
+        f"translation only, enclosed within {TRANSLATE_OPEN} {TRANSLATE_CLOSE} tags.\n{request}"
+    )
+    return [{"role": "user", "content": text}]
+
+
+_TRAILERS = ("\nAssistant:", "\nassistant\n", "\nassistant")
+_LEAD_RE = re.compile(r"Translate the following (?P<src>[^\n]+?) text into (?P<tgt>[^\n]+?):\n")
+
+
+def parse_prompt(prompt_text: str) -> tuple[str, str, str] | None:
+    """Best-effort recovery of (source, src_lang, tgt_lang) from a decoded prompt, as in verl's
+    validation dumps (chat template rendered, special tokens removed). None when the prompt was not
+    built by these templates."""
+    matches = list(_LEAD_RE.finditer(prompt_text))
+    if not matches:
+        return None
+    m = matches[-1]  # the source comes after the last lead line
+    src = prompt_text[m.end():]
+    for trailer in _TRAILERS:
+        idx = src.rfind(trailer)
+        if idx >= 0:
+            src = src[:idx]
+            break
+    codes = {name: code for code, name in LANGUAGE_NAMES.items()}
+    return src.strip(), codes.get(m["src"], m["src"]), codes.get(m["tgt"], m["tgt"])
+
+
+def translation_of(response: str) -> str | None:
+    """The text inside the last <translate>...</translate> of a response (an unclosed last tag
+    runs to the end); None without the tag. Lenient on purpose: it is for display, the reward
+    function's format check decides what counts."""
+    start = response.rfind(TRANSLATE_OPEN)
+    if start < 0:
+        return None
+    body = response[start + len(TRANSLATE_OPEN):]
+    end = body.find(TRANSLATE_CLOSE)
+    return (body[:end] if end >= 0 else body).strip()

@@ -1,0 +1,50 @@
+"""Token lengths with the model's own tokenizer, loaded from a local path only.
+
+Prompt length is counted the way verl's RLHFDataset counts it when it drops overlong prompts
+(chat template with the generation prompt, no extra special tokens), so a row that passes
+--max-prompt-tokens N is never dropped later by verl with data.max_prompt_length=N.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .readers import InputError
+from .rows import Example
+from .templates import build_prompt
+
+
+def load_tokenizer(path: str | Path):
+    """A local tokenizer directory; never a hub name (nothing is ever downloaded)."""
+    path = Path(path)
+    if not path.is_dir():
+        raise InputError(f"tokenizer directory not found: {path} (give the local model/tokenizer directory)")
+    from transformers import AutoTokenizer
+
+    # local_files_only: an existing directory is read as is; nothing is looked up on a hub.
+    try:
+        return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    except Exception as e:  # transformers raises many kinds here (OSError, ValueError...)
+        raise InputError(f"cannot load a tokenizer from {path}: {type(e).__name__}: {e}".splitlines()[0]) from None
+
+
+def _batch_lengths(tokenizer, texts: list[str]) -> list[int]:
+    if not texts:
+        return []
+    return [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
+
+
+def token_lengths(tokenizer, examples: list[Example], template: str) -> list[tuple[int, int, int]]:
+    """(source, target, prompt) token counts for each example."""
+    src = _batch_lengths(tokenizer, [e.src for e in examples])
+    tgt = _batch_lengths(tokenizer, [e.tgt for e in examples])
+    if tokenizer.chat_template is None:
+        raise InputError("the tokenizer has no chat template; verl needs one to render prompts")
+    rendered = [
+        tokenizer.apply_chat_template(
+            build_prompt(template, e.src, e.src_lang, e.tgt_lang), add_generation_prompt=True, tokenize=False
+        )
+        for e in examples
+    ]
+    prompt = _batch_lengths(tokenizer, rendered)
+    return list(zip(src, tgt, prompt))

@@ -1,0 +1,118 @@
+"""Matplotlib figures from the series in `series.py`. Each function returns the Figure (tests read
+its lines and bars back); `save` writes it as PNG and closes it."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display on training nodes or CI
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from .series import Throughput  # noqa: E402
+
+DPI = 110
+
+
+def _no_data(ax, what: str) -> None:
+    ax.text(0.5, 0.5, f"no {what} in this run", ha="center", va="center", transform=ax.transAxes, color="gray")
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def plot_rewards(panels: dict[str, dict[str, pd.Series]]) -> Figure:
+    """One subplot per panel (total reward first, then components); train as a line, each
+    validation direction as a line with markers (validation runs every test_freq steps)."""
+    n = max(1, len(panels))
+    ncols = min(3, n)
+    nrows = math.ceil(n / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(5.2 * ncols, 3.6 * nrows), squeeze=False)
+    for ax, (name, lines) in zip(axes.flat, panels.items()):
+        ax.set_title(name)
+        ax.set_xlabel("step")
+        if not lines:
+            _no_data(ax, f"{name} values")
+            continue
+        for label, s in lines.items():
+            style = {"marker": "o", "markersize": 3.5} if label.startswith("val") else {"linewidth": 1.4}
+            ax.plot(s.index.to_numpy(), s.to_numpy(), label=label, **style)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    fig.suptitle("Reward and reward components (train: rollout batches; val: validation set)")
+    fig.tight_layout()
+    return fig
+
+
+def plot_step_time(breakdown: pd.DataFrame) -> Figure:
+    """Stacked bars: seconds per stage for each step; the bar height is the step time."""
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    if breakdown.empty:
+        _no_data(ax, "step timings")
+        return fig
+    x = breakdown.index.to_numpy()
+    bottom = pd.Series(0.0, index=breakdown.index)
+    width = 0.8 if len(x) < 80 else 1.0
+    cmap = plt.get_cmap("tab10")
+    for i, col in enumerate(breakdown.columns):
+        color = "lightgray" if col == "other" else cmap(i % 10)
+        ax.bar(x, breakdown[col].to_numpy(), width=width, bottom=bottom.to_numpy(), label=col, color=color,
+               linewidth=0)
+        bottom = bottom + breakdown[col]
+    ax.set_xlabel("step")
+    ax.set_ylabel("seconds")
+    ax.set_title("Step time by stage")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def plot_throughput(tp: Throughput) -> Figure:
+    fig, ax = plt.subplots(figsize=(9, 4))
+    table = tp.table.dropna(how="all")
+    if table.empty:
+        _no_data(ax, "throughput data")
+        return fig
+    labels = {"e2e_tps": "end-to-end (e2e_tps)", "update_tps": "actor update (update_tps)",
+              "rollout_tps": "rollout (vllm_tps)"}
+    for col, label in labels.items():
+        s = table[col].dropna()
+        if not s.empty:
+            ax.plot(s.index.to_numpy(), s.to_numpy(), marker=".", label=label)
+    ax.set_xlabel("step")
+    ax.set_ylabel("tokens / GPU / s")
+    ax.set_title(f"Throughput per GPU ({tp.gpus} GPUs)")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.text(0.01, 0.01, f"tokens per GPU = {tp.method}", fontsize=7, color="gray")
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    return fig
+
+
+def plot_gpu_wait(share: pd.Series) -> Figure:
+    fig, ax = plt.subplots(figsize=(9, 3.6))
+    if share.empty:
+        _no_data(ax, "step timings")
+        return fig
+    ax.plot(share.index.to_numpy(), (share * 100).to_numpy(), marker=".", label="GPUs waiting")
+    ax.set_ylim(0, 100)
+    ax.set_xlabel("step")
+    ax.set_ylabel("% of step time")
+    ax.set_title("Share of each step the GPUs wait on non-GPU work (reward, advantage, checkpoint, driver)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def save(fig: Figure, path: Path) -> Path:
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return path

@@ -1,0 +1,211 @@
+"""Find and load what a verl 0.9.1 run leaves in its run directory.
+
+What verl writes, and where (the launcher sets the paths):
+
+- metrics: verl's file logger (`trainer.logger` contains "file") writes one JSON line per
+  `Tracking.log` call, `{"step": <global step>, "data": {<metric>: <value>}}`, to
+  `$VERL_FILE_LOGGER_PATH` (the launcher sets `<run>/metrics.jsonl`). NaN values arrive as null
+  (orjson). verl opens that file with mode "wb": a relaunch into the same run directory (a Slurm
+  requeue) starts it afresh, so files under `<run>/metrics/` are read too and everything is merged
+  by step, newer files winning for a step logged twice.
+- validation generations: `trainer.validation_data_dir` gets `<global step>.jsonl`, one line per
+  sample: input (decoded prompt), output (decoded response), gts, score, step, reward, and every key
+  the reward function returned in its dict (plus uid). Read from `<run>/val_generations/`, else from
+  the directory the run's verl config names (the launcher keeps them beside the checkpoints).
+- rollout generations (optional): `trainer.rollout_data_dir`, same layout for training samples.
+- reward components sidecar (optional): `<run>/reward_components/*.jsonl`, lines
+  `{"step": int, "split": "train"|"val", <component>: float, ...}` written by the reward function,
+  because verl's V1 trainer logs no per-component training rewards itself.
+- the resolved verl config the run used (optional): `<run>/snapshot/verl_config.yaml` as the
+  launcher writes it, for the batch geometry of the throughput formula and the dump directories.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+METRICS_FILE = "metrics.jsonl"
+METRICS_DIR = "metrics"
+VAL_GENERATIONS_DIR = "val_generations"
+ROLLOUT_GENERATIONS_DIR = "rollout_generations"
+REWARD_COMPONENTS_DIR = "reward_components"
+VERL_CONFIG_CANDIDATES = ("snapshot/verl_config.yaml", "verl_config.yaml")
+
+
+class RunDirError(Exception):
+    """The run directory lacks what a report needs; the CLI prints it and exits 2."""
+
+
+@dataclass
+class RunShape:
+    """Batch geometry for the tokens/GPU/s formulas; None where unknown."""
+
+    prompts_per_step: int | None = None  # data.train_batch_size
+    samples_per_prompt: int | None = None  # actor_rollout_ref.rollout.n
+    gpus: int | None = None  # trainer.n_gpus_per_node * trainer.nnodes
+
+
+@dataclass
+class RunData:
+    run_dir: Path
+    metrics: pd.DataFrame  # index: step; columns: metric names
+    val_samples: dict[int, list[dict]] = field(default_factory=dict)
+    rollout_means: pd.DataFrame | None = None  # index: step; mean of each numeric key of the rollout dumps
+    reward_components: pd.DataFrame | None = None  # step, split, <component>...
+    shape: RunShape = field(default_factory=RunShape)
+    metric_files: list[Path] = field(default_factory=list)
+    val_dir: Path | None = None  # where validation generations were looked for
+
+
+def metric_files(run_dir: Path) -> list[Path]:
+    files = sorted((run_dir / METRICS_DIR).glob("*.jsonl")) if (run_dir / METRICS_DIR).is_dir() else []
+    if (run_dir / METRICS_FILE).is_file():
+        files.insert(0, run_dir / METRICS_FILE)
+    # Oldest first, so a later launch's lines override an earlier one's for the same step.
+    return sorted(files, key=lambda p: (p.stat().st_mtime, p.name))
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    records = []
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                # A run killed mid-write leaves a torn last line; everything before it is good.
+                continue
+    return records
+
+
+def load_metrics(files: list[Path]) -> pd.DataFrame:
+    """One row per step. Several log calls for one step (verl logs the initial validation at step 0,
+    then one line per training step) are merged key by key, the last value winning."""
+    by_step: dict[int, dict] = {}
+    for path in files:
+        for rec in _read_jsonl(path):
+            if not isinstance(rec, dict) or "step" not in rec or not isinstance(rec.get("data"), dict):
+                continue
+            values = {k: v for k, v in rec["data"].items() if isinstance(v, (int, float)) or v is None}
+            by_step.setdefault(int(rec["step"]), {}).update(values)
+    if not by_step:
+        return pd.DataFrame()
+    df = pd.DataFrame.from_dict(by_step, orient="index").sort_index()
+    df.index.name = "step"
+    return df.astype(float)
+
+
+def load_step_dumps(directory: Path) -> dict[int, list[dict]]:
+    """`<step>.jsonl` files as written by verl's `_write_generations`."""
+    if not directory.is_dir():
+        return {}
+    out = {}
+    for path in directory.glob("*.jsonl"):
+        if path.stem.isdigit():
+            out[int(path.stem)] = _read_jsonl(path)
+    return dict(sorted(out.items()))
+
+
+def load_rollout_means(directory: Path) -> pd.DataFrame | None:
+    """Per-step means of the numeric fields of training rollout dumps. Streams the files: a step
+    holds prompts x samples records with full texts, and only the means are needed."""
+    if not directory.is_dir():
+        return None
+    rows = {}
+    for path in directory.glob("*.jsonl"):
+        if not path.stem.isdigit():
+            continue
+        sums, counts = {}, {}
+        for rec in _read_jsonl(path):
+            for k, v in rec.items():
+                if k not in ("step", "uid") and isinstance(v, (int, float)) and not isinstance(v, bool):
+                    sums[k] = sums.get(k, 0.0) + v
+                    counts[k] = counts.get(k, 0) + 1
+        rows[int(path.stem)] = {k: sums[k] / counts[k] for k in sums}
+    if not rows:
+        return None
+    df = pd.DataFrame.from_dict(rows, orient="index").sort_index()
+    df.index.name = "step"
+    return df
+
+
+def load_reward_components(directory: Path) -> pd.DataFrame | None:
+    if not directory.is_dir():
+        return None
+    rows = [r for p in sorted(directory.glob("*.jsonl")) for r in _read_jsonl(p) if "step" in r]
+    return pd.DataFrame(rows) if rows else None
+
+
+def _nested(cfg: dict, dotted: str):
+    for part in dotted.split("."):
+        if not isinstance(cfg, dict) or part not in cfg:
+            return None
+        cfg = cfg[part]
+    return cfg
+
+
+def load_verl_config(run_dir: Path, verl_config: Path | None) -> dict:
+    """The resolved verl config the run used ({} when none is found)."""
+    candidates = [verl_config] if verl_config else [run_dir / c for c in VERL_CONFIG_CANDIDATES]
+    for path in candidates:
+        if path is not None and path.is_file():
+            import yaml
+
+            cfg = yaml.safe_load(path.read_text(encoding="utf-8"))
+            return cfg if isinstance(cfg, dict) else {}
+    return {}
+
+
+def shape_of(cfg: dict) -> RunShape:
+    per_node, nnodes = _nested(cfg, "trainer.n_gpus_per_node"), _nested(cfg, "trainer.nnodes")
+    ints = lambda v: v if isinstance(v, int) and not isinstance(v, bool) else None  # noqa: E731
+    return RunShape(
+        prompts_per_step=ints(_nested(cfg, "data.train_batch_size")),
+        samples_per_prompt=ints(_nested(cfg, "actor_rollout_ref.rollout.n")),
+        gpus=per_node * nnodes if ints(per_node) and ints(nnodes) else None,
+    )
+
+
+def dump_dir(run_dir: Path, default_name: str, configured) -> Path:
+    """`<run>/<default_name>` when present, else the directory the verl config names (the launcher
+    may keep dumps beside the checkpoints); a relative one is tried against the run directory."""
+    here = run_dir / default_name
+    if here.is_dir() or not configured:
+        return here
+    path = Path(str(configured))
+    return path if path.is_absolute() else run_dir / path
+
+
+def load_run(run_dir: Path, verl_config: Path | None = None) -> RunData:
+    if not run_dir.is_dir():
+        raise RunDirError(f"run directory not found: {run_dir}")
+    files = metric_files(run_dir)
+    if not files:
+        raise RunDirError(
+            f"no metrics in {run_dir}: expected {METRICS_DIR}/*.jsonl or {METRICS_FILE} from verl's file logger "
+            "(trainer.logger must include 'file' and VERL_FILE_LOGGER_PATH point into the run directory)"
+        )
+    metrics = load_metrics(files)
+    if metrics.empty:
+        raise RunDirError(f"metrics files in {run_dir} hold no metric lines: {', '.join(map(str, files))}")
+    if verl_config is not None and not verl_config.is_file():
+        raise RunDirError(f"verl config not found: {verl_config}")
+    cfg = load_verl_config(run_dir, verl_config)
+    val_dir = dump_dir(run_dir, VAL_GENERATIONS_DIR, _nested(cfg, "trainer.validation_data_dir"))
+    rollout_dir = dump_dir(run_dir, ROLLOUT_GENERATIONS_DIR, _nested(cfg, "trainer.rollout_data_dir"))
+    return RunData(
+        run_dir=run_dir,
+        metrics=metrics,
+        val_samples=load_step_dumps(val_dir),
+        rollout_means=load_rollout_means(rollout_dir),
+        reward_components=load_reward_components(run_dir / REWARD_COMPONENTS_DIR),
+        shape=shape_of(cfg),
+        metric_files=files,
+        val_dir=val_dir,
+    )

@@ -1,0 +1,90 @@
+"""The markdown summary: the key numbers of a run in a few short tables."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from .series import OTHER, Throughput
+
+
+def _fmt(x, digits: int = 4) -> str:
+    if x is None or (isinstance(x, float) and pd.isna(x)):
+        return "-"
+    return f"{x:.{digits}f}" if isinstance(x, float) else str(x)
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    return [
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join("---" for _ in header) + "|",
+        *("| " + " | ".join(r) + " |" for r in rows),
+    ]
+
+
+def render_summary(
+    run_name: str,
+    metrics: pd.DataFrame,
+    panels: dict[str, dict[str, pd.Series]],
+    breakdown: pd.DataFrame,
+    wait: pd.Series,
+    tp: Throughput,
+    files: list[str],
+) -> str:
+    lines = [f"# Run report: {run_name}", ""]
+    train_steps = int(breakdown.shape[0]) if not breakdown.empty else 0
+    last = int(metrics.index.max()) if not metrics.empty else 0
+    lines += [f"Training steps logged: {train_steps} (last step {last}).", ""]
+
+    rows = []
+    for panel, series in panels.items():
+        for label, s in series.items():
+            if s.empty:
+                continue
+            best_step = s.idxmax()
+            rows.append([panel, label, _fmt(float(s.iloc[0])), _fmt(float(s.iloc[-1])),
+                         f"{_fmt(float(s.max()))} (step {best_step})", str(len(s))])
+    if rows:
+        lines += ["## Reward", ""]
+        lines += _table(["metric", "series", "first", "last", "best (step)", "points"], rows)
+        lines.append("")
+
+    if not breakdown.empty:
+        total = breakdown.sum(axis=1).mean()
+        lines += ["## Step time", "", f"Mean step time: {total:.1f} s.", ""]
+        stage_rows = [
+            [col, _fmt(float(breakdown[col].mean()), 1), f"{100 * breakdown[col].mean() / total:.0f}%"]
+            for col in breakdown.columns
+        ]
+        lines += _table(["stage", "mean s", "share"], stage_rows)
+        lines += ["", f"'{OTHER}' is step time outside the named stages (driver work, batch balancing, data loading)."]
+        if "timing_s/testing" in metrics.columns and metrics["timing_s/testing"].notna().any():
+            lines.append(f"Validation (not in the step time): {metrics['timing_s/testing'].dropna().mean():.1f} s "
+                         f"on average, {int(metrics['timing_s/testing'].notna().sum())} times.")
+        lines.append("")
+
+    if not wait.empty:
+        lines += ["## GPU wait", "",
+                  f"GPUs wait on non-GPU work for {100 * wait.mean():.1f}% of the step time on average "
+                  f"(max {100 * wait.max():.1f}% at step {wait.idxmax()}).", ""]
+
+    table = tp.table.dropna(how="all")
+    if not table.empty:
+        lines += ["## Throughput (tokens / GPU / s)", ""]
+        lines += _table(
+            ["", "e2e_tps", "update_tps", "rollout (vllm_tps)"],
+            [
+                ["mean", *(_fmt(float(table[c].mean()), 1) for c in ("e2e_tps", "update_tps", "rollout_tps"))],
+                ["last", *(_fmt(float(table[c].iloc[-1]), 1) for c in ("e2e_tps", "update_tps", "rollout_tps"))],
+            ],
+        )
+        lines += ["", f"{tp.gpus} GPUs; tokens per GPU = {tp.method}.", ""]
+
+    lengths = [k for k in ("response_length/mean", "prompt_length/mean", "response_length/clip_ratio")
+               if k in metrics.columns and metrics[k].notna().any()]
+    if lengths:
+        lines += ["## Lengths (last step)", ""]
+        lines += _table(["metric", "value"], [[k, _fmt(float(metrics[k].dropna().iloc[-1]), 3)] for k in lengths])
+        lines.append("")
+
+    lines += ["## Files", "", *(f"- {f}" for f in files), ""]
+    return "\n".join(lines)

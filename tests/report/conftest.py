@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from tests.fixtures.tiny_tokenizer import build_tiny_tokenizer
+
+from .run_builder import build_run
+
+
+@pytest.fixture(scope="session")
+def report_tokenizer(tmp_path_factory):
+    from transformers import AutoTokenizer
+
+    path = build_tiny_tokenizer(tmp_path_factory.mktemp("report_tokenizer"))
+    return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+
+
+@pytest.fixture(scope="session")
+def built_run(tmp_path_factory, report_tokenizer):
+    """Built once with verl's writers; tests get their own copy (some add or remove files)."""
+    return build_run(tmp_path_factory.mktemp("runs") / "grpo-xcomet-4gpu", report_tokenizer)
+
+
+@pytest.fixture
+def run_dir(built_run, tmp_path):
+    dst = tmp_path / built_run.name
+    shutil.copytree(built_run, dst)
+    return dst
