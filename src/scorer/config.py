@@ -1,0 +1,220 @@
+"""Scorer service configuration: dataclasses, YAML load/dump and validation.
+
+Stdlib + PyYAML only: the train env builds these configs (it cannot import comet or torch).
+Every validation problem raises ConfigError with one line naming the file and the key.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, Dict, Mapping, Optional
+
+import yaml
+
+HOST_DEFAULT = "127.0.0.1"
+DEVICES_RE = re.compile(r"^(cpu|cuda|cuda:\d+)$")
+DTYPES = ("fp32", "bf16", "fp16")
+MODEL_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+HF_PREFIX = "hf:"
+
+
+@dataclass(frozen=True)
+class KindInfo:
+    class_identifier: str  # comet's hparams.yaml `class_identifier`
+    ref: str  # "required" | "optional" | "ignored"
+    word_level: bool  # has a tag head: spans, mqm and word tags are available
+
+
+# What each kind of checkpoint can do, known without loading it (the train env plans with it).
+KINDS: Dict[str, KindInfo] = {
+    "comet-da": KindInfo("regression_metric", "required", False),  # wmt22-comet-da
+    "referenceless": KindInfo("referenceless_regression_metric", "ignored", False),
+    "cometkiwi": KindInfo("unified_metric", "ignored", False),  # wmt22/23-cometkiwi-da(-xl)
+    "unified": KindInfo("unified_metric", "optional", True),  # unified + word-level head
+    "xcomet": KindInfo("xcomet_metric", "optional", True),  # XCOMET-XL / XCOMET-XXL
+}
+
+
+class ConfigError(ValueError):
+    """A config problem, always one line."""
+
+
+@dataclass
+class ModelSpec:
+    # Checkpoint file (.ckpt), a model dir holding checkpoints/model.ckpt, or "hf:Org/Name"
+    # resolved from the local HF cache only (the service runs with HF_HUB_OFFLINE=1).
+    path: str
+    kind: str
+    # Local dir (or cached hub name) for the encoder config + tokenizer, overriding the
+    # checkpoint's `pretrained_model` (e.g. xlm-roberta-large) so nothing is fetched.
+    encoder: Optional[str] = None
+    # Score for empty / whitespace-only MT; the model is not run on it.
+    empty_mt_score: float = 0.0
+    # comet's set_decoding_threshold: a subword is an error when P(error) > threshold;
+    # None keeps comet's argmax rule. Word-level kinds only.
+    decoding_threshold: Optional[float] = None
+
+    @property
+    def info(self) -> KindInfo:
+        return KINDS[self.kind]
+
+    @property
+    def needs_ref(self) -> bool:
+        return self.info.ref == "required"
+
+    @property
+    def word_level(self) -> bool:
+        return self.info.word_level
+
+
+@dataclass
+class ScorerConfig:
+    models: Dict[str, ModelSpec] = field(default_factory=dict)
+    host: str = HOST_DEFAULT
+    port: int = 0  # 0 = pick a free port; the ready file tells which
+    device: str = "cpu"  # cpu | cuda | cuda:N
+    dtype: str = "fp32"  # fp32 | bf16 | fp16 (autocast; bf16/fp16 are for cuda)
+    batch_tokens: int = 16384  # padded tokens per batch, summed over all encoder passes
+    max_batch_items: int = 256
+    max_wait_ms: float = 20.0  # how long the oldest queued item may wait for company
+    max_queue: int = 8192  # queued items (all models); beyond it /score answers 503
+    max_body_bytes: int = 8 * 1024 * 1024
+    max_items_per_request: int = 2048
+    torch_threads: int = 0  # 0 = torch's default
+    drain_timeout_s: float = 10.0  # on SIGTERM: time to finish queued work before exiting
+
+
+_INT_FIELDS = {"port": (0, 65535), "batch_tokens": (1, None), "max_batch_items": (1, None),
+               "max_queue": (1, None), "max_body_bytes": (1024, None),
+               "max_items_per_request": (1, None), "torch_threads": (0, None)}
+_FLOAT_FIELDS = {"max_wait_ms": (0.0, 60_000.0), "drain_timeout_s": (0.0, 3600.0)}
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_num(v: Any) -> bool:
+    return (_is_int(v) or isinstance(v, float)) and math.isfinite(v)
+
+
+def _check_range(where: str, v, lo, hi) -> None:
+    if (lo is not None and v < lo) or (hi is not None and v > hi):
+        bounds = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
+        raise ConfigError(f"{where} must be {bounds}, got {v!r}")
+
+
+def _model_from_dict(name: str, data: Any, where: str) -> ModelSpec:
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where} must be a mapping with at least `path` and `kind`")
+    known = {f.name for f in dataclasses.fields(ModelSpec)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})")
+    for key in ("path", "kind"):
+        if key not in data:
+            raise ConfigError(f"{where}.{key} is required")
+    path, kind = data["path"], data["kind"]
+    if not isinstance(path, str) or not path.strip():
+        raise ConfigError(f"{where}.path must be a non-empty string")
+    if kind not in KINDS:
+        raise ConfigError(f"{where}.kind must be one of {', '.join(KINDS)}; got {kind!r}")
+    encoder = data.get("encoder")
+    if encoder is not None and (not isinstance(encoder, str) or not encoder.strip()):
+        raise ConfigError(f"{where}.encoder must be a non-empty string or null")
+    empty = data.get("empty_mt_score", 0.0)
+    if not _is_num(empty):
+        raise ConfigError(f"{where}.empty_mt_score must be a finite number, got {empty!r}")
+    thr = data.get("decoding_threshold")
+    if thr is not None:
+        if not KINDS[kind].word_level:
+            raise ConfigError(f"{where}.decoding_threshold only applies to word-level kinds "
+                              f"(unified, xcomet), not {kind!r}")
+        if not _is_num(thr) or not 0.0 < thr < 1.0:
+            raise ConfigError(f"{where}.decoding_threshold must be in (0, 1) or null, got {thr!r}")
+    return ModelSpec(path=path, kind=kind, encoder=encoder, empty_mt_score=float(empty),
+                     decoding_threshold=None if thr is None else float(thr))
+
+
+def from_dict(data: Any, source: str = "<dict>") -> ScorerConfig:
+    """Validates a plain mapping (as parsed from YAML) into a ScorerConfig."""
+    def err(msg: str) -> ConfigError:
+        return ConfigError(f"scorer config {source}: {msg}")
+
+    try:
+        if not isinstance(data, Mapping):
+            raise ConfigError("top level must be a mapping")
+        known = {f.name for f in dataclasses.fields(ScorerConfig)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(f"unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})")
+        kw: Dict[str, Any] = {}
+        for key, (lo, hi) in _INT_FIELDS.items():
+            if key in data:
+                if not _is_int(data[key]):
+                    raise ConfigError(f"{key} must be an integer, got {data[key]!r}")
+                _check_range(key, data[key], lo, hi)
+                kw[key] = data[key]
+        for key, (lo, hi) in _FLOAT_FIELDS.items():
+            if key in data:
+                if not _is_num(data[key]):
+                    raise ConfigError(f"{key} must be a number, got {data[key]!r}")
+                _check_range(key, data[key], lo, hi)
+                kw[key] = float(data[key])
+        if "host" in data:
+            if not isinstance(data["host"], str) or not data["host"].strip():
+                raise ConfigError("host must be a non-empty string")
+            kw["host"] = data["host"]
+        if "device" in data:
+            if not isinstance(data["device"], str) or not DEVICES_RE.match(data["device"]):
+                raise ConfigError(f"device must be cpu, cuda or cuda:N, got {data['device']!r}")
+            kw["device"] = data["device"]
+        if "dtype" in data:
+            if data["dtype"] not in DTYPES:
+                raise ConfigError(f"dtype must be one of {', '.join(DTYPES)}, got {data['dtype']!r}")
+            kw["dtype"] = data["dtype"]
+        models = data.get("models")
+        if not isinstance(models, Mapping) or not models:
+            raise ConfigError("models must be a non-empty mapping of name -> {path, kind, ...}")
+        kw["models"] = {}
+        for name, spec in models.items():
+            if not isinstance(name, str) or not MODEL_NAME_RE.match(name):
+                raise ConfigError(f"model name {name!r} must match {MODEL_NAME_RE.pattern}")
+            kw["models"][name] = _model_from_dict(name, spec, f"models.{name}")
+        return ScorerConfig(**kw)
+    except ConfigError as e:
+        raise err(str(e)) from None
+
+
+def to_dict(cfg: ScorerConfig) -> Dict[str, Any]:
+    d = dataclasses.asdict(cfg)
+    # Key order: models last, so the service knobs are visible first in the dumped file.
+    models = d.pop("models")
+    d["models"] = models
+    return d
+
+
+def load_config(path: "str | os.PathLike[str]") -> ScorerConfig:
+    path = os.fspath(path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f)
+    except OSError as e:
+        raise ConfigError(f"scorer config {path}: cannot read: {e.strerror or e}") from None
+    except yaml.YAMLError as e:
+        first = str(e).strip().splitlines()
+        raise ConfigError(f"scorer config {path}: invalid YAML: {' '.join(first)}") from None
+    return from_dict(data, source=path)
+
+
+def dump_config(cfg: ScorerConfig, path: "str | os.PathLike[str]") -> None:
+    """Writes `cfg` as YAML after validating it (a config that dumps also loads)."""
+    data = to_dict(cfg)
+    from_dict(data, source=os.fspath(path))
+    tmp = f"{os.fspath(path)}.tmp-{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        yaml.safe_dump(data, f, sort_keys=False, allow_unicode=True)
+    os.replace(tmp, path)

@@ -1,0 +1,237 @@
+"""Entry point: python -m src.scorer.serve --config PATH [--ready-file PATH] [--host H] [--port P]
+
+Start-up order is chosen so that every mistake fails fast with one line on stderr (exit 2):
+token, config, model paths (before the slow torch/comet import), port, then model loading.
+Once all models are loaded and warmed up, the ready file is written atomically and one line
+`scorer ready url=http://HOST:PORT` goes to stdout. SIGTERM/SIGINT: stop accepting, finish
+queued work (drain_timeout_s), exit 0.
+
+The bearer token comes only from the environment variable QE_SCORER_TOKEN; it is removed
+from this process's environment once read and is never logged.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Dict, Optional
+
+from .config import ConfigError, ScorerConfig, load_config
+from .loading import StartupError, resolve_checkpoint
+
+TOKEN_ENV = "QE_SCORER_TOKEN"
+log = logging.getLogger("scorer")
+
+
+class _Stop(BaseException):
+    """SIGTERM before the event loop runs (e.g. while models load)."""
+
+
+def _fail(msg: str) -> int:
+    print(f"scorer: error: {msg}", file=sys.stderr, flush=True)
+    return 2
+
+
+def parse_args(argv) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m src.scorer.serve",
+                                description="QE scoring service (unbabel-comet models over HTTP). "
+                                            f"The bearer token is read from ${TOKEN_ENV}.")
+    p.add_argument("--config", required=True, help="scorer YAML config (see docs/scorer-api.md)")
+    p.add_argument("--ready-file", help="written atomically once serving: {url, pid, models}")
+    p.add_argument("--host", help="override config host")
+    p.add_argument("--port", type=int, help="override config port (0 = any free port)")
+    return p.parse_args(argv)
+
+
+def _offline_env() -> None:
+    # Must happen before transformers is imported anywhere in this process.
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def _setup_logging() -> None:
+    # comet calls logging.basicConfig(INFO) at import; configuring first keeps our format.
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s scorer %(levelname)s %(message)s")
+    for noisy in ("comet", "pytorch_lightning", "lightning", "lightning_fabric", "transformers",
+                  "aiohttp.access", "jieba"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    family, stype, proto, _, addr = infos[0]
+    sock = socket.socket(family, stype, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(addr)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def url_for(sock: socket.socket, host: str) -> str:
+    port = sock.getsockname()[1]
+    shown = socket.getfqdn() if host in ("0.0.0.0", "::", "") else host
+    if ":" in shown:
+        shown = f"[{shown}]"
+    return f"http://{shown}:{port}"
+
+
+def write_ready_file(path: str, payload: Dict) -> None:
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(payload, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, target)
+
+
+def remove_ready_file(path: Optional[str]) -> None:
+    """Only our own: a newer service may already have replaced it."""
+    if not path:
+        return
+    try:
+        if json.loads(Path(path).read_text()).get("pid") == os.getpid():
+            os.unlink(path)
+    except (OSError, ValueError):
+        pass
+
+
+def load_runners(cfg: ScorerConfig, ckpts: Dict[str, Path]):
+    import torch
+
+    from .loading import load_comet_model
+    from .runner import ModelRunner
+
+    if cfg.torch_threads:
+        torch.set_num_threads(cfg.torch_threads)
+    if cfg.device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise StartupError(f"device {cfg.device} requested but torch sees no CUDA device "
+                               f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r})")
+    runners = {}
+    for name, spec in cfg.models.items():
+        model = load_comet_model(name, spec, ckpts[name])
+        runner = ModelRunner(name, spec, model, device=cfg.device, dtype=cfg.dtype)
+        try:
+            runner.warm_up()
+        except Exception as e:
+            raise StartupError(f"model {name!r}: warm-up batch failed on {cfg.device}/"
+                               f"{cfg.dtype}: {type(e).__name__}: {e}") from None
+        log.info("model %s loaded: %s (%s) on %s/%s", name, type(model).__name__,
+                 ckpts[name], cfg.device, cfg.dtype)
+        runners[name] = runner
+    return runners
+
+
+def _peak_gpu_fn(device: str):
+    if not device.startswith("cuda"):
+        return lambda: None
+    import torch
+
+    return lambda: int(torch.cuda.max_memory_allocated(torch.device(device)))
+
+
+async def serve(cfg: ScorerConfig, token: bytes, runners, sock: socket.socket,
+                ready_file: Optional[str]) -> None:
+    from aiohttp import web
+
+    from .batching import Batcher
+    from .http_api import ServiceState, create_app
+    from .metrics import Metrics
+
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    # One inference thread for all models: they share the device, and comet models are not
+    # meant to run concurrently; the event loop stays free for HTTP and batching meanwhile.
+    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scorer-infer")
+    metrics = Metrics()
+    batcher = Batcher(runners, executor, metrics, cfg.batch_tokens, cfg.max_batch_items,
+                      cfg.max_wait_ms, cfg.max_queue)
+    batcher.start()
+    state = ServiceState(token=token, cfg=cfg, runners=runners, batcher=batcher, metrics=metrics,
+                         peak_gpu_bytes=_peak_gpu_fn(cfg.device))
+    # handler_cancellation: a client that hangs up cancels its request, and the batcher then
+    # drops that request's queued items instead of computing them for nobody.
+    app_runner = web.AppRunner(create_app(state), access_log=None, handle_signals=False,
+                               handler_cancellation=True)
+    await app_runner.setup()
+    site = web.SockSite(app_runner, sock, shutdown_timeout=cfg.drain_timeout_s + 5.0)
+    await site.start()
+    url = url_for(sock, cfg.host)
+    if ready_file:
+        write_ready_file(ready_file, {"url": url, "pid": os.getpid(), "models": list(runners),
+                                      "device": cfg.device, "dtype": cfg.dtype})
+    print(f"scorer ready url={url}", flush=True)
+    log.info("serving %s on %s", ", ".join(runners), url)
+    try:
+        await stop.wait()
+    finally:
+        log.info("shutting down: draining %d queued items", batcher.depth)
+        state.draining = True
+        remove_ready_file(ready_file)
+        await batcher.drain(cfg.drain_timeout_s)
+        await app_runner.cleanup()
+        executor.shutdown(wait=True, cancel_futures=True)
+        log.info("stopped")
+
+
+def main(argv=None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    # First thing: huggingface_hub (used to resolve hf: paths below) reads it at import time.
+    _offline_env()
+    token = os.environ.pop(TOKEN_ENV, "")
+    if not token.strip():
+        return _fail(f"${TOKEN_ENV} is not set: the bearer token must come from the environment; "
+                     f"refusing to start")
+    try:
+        cfg = load_config(args.config)
+        if args.host is not None:
+            cfg.host = args.host
+        if args.port is not None:
+            if not 0 <= args.port <= 65535:
+                raise ConfigError(f"--port must be in [0, 65535], got {args.port}")
+            cfg.port = args.port
+        ckpts = {name: resolve_checkpoint(name, spec) for name, spec in cfg.models.items()}
+    except (ConfigError, StartupError) as e:
+        return _fail(str(e))
+
+    _setup_logging()
+
+    def _on_term(signum, frame):
+        raise _Stop()
+
+    signal.signal(signal.SIGTERM, _on_term)
+    try:
+        try:
+            sock = bind_socket(cfg.host, cfg.port)
+        except OSError as e:
+            return _fail(f"cannot listen on {cfg.host}:{cfg.port}: {e.strerror or e}")
+        try:
+            runners = load_runners(cfg, ckpts)
+        except StartupError as e:
+            sock.close()
+            return _fail(str(e))
+        asyncio.run(serve(cfg, token.strip().encode("utf-8"), runners, sock, args.ready_file))
+    except (_Stop, KeyboardInterrupt):
+        log.info("stopped before serving")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
