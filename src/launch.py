@@ -6,28 +6,46 @@
 
 Bad input (unknown option, gpus=0, a batch pin that breaks a verl rule, ...) is refused with
 one line and exit code 2 before anything is written or submitted: every combination of a
-sweep is composed and planned here first, before Hydra makes a run dir or a launcher submits.
+sweep (command-line sweeps and a +sweep=<name> config's hydra.sweeper.params) is composed and
+planned here first, with its Slurm request when hydra/launcher=slurm, before Hydra makes a run
+dir or a launcher submits.
 """
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import re
+import shlex
+import shutil
+import socket
 import sys
 from pathlib import Path
 
+from hydra.errors import CompactHydraException
 from omegaconf import OmegaConf
 
-from src import preflight, runner, snapshot
+from src import node_services, preflight, ray_cluster, runner, snapshot, slurm_request
 from src.plan import PlanError, RunPlan, build_plan
-from src.resolvers import PROJECT_ROOT, register_resolvers
+from src.resolvers import CODE_ROOT, register_resolvers
 
-CONF_DIR = PROJECT_ROOT / "conf"
+# conf/ of the code this process runs: a Slurm job composes from its code snapshot's conf/
+CONF_DIR = CODE_ROOT / "conf"
 USAGE_EXIT = 2
+SLURM_LAUNCHER = "hydra_plugins.qe_rl.slurm_launcher.QeRlSlurmLauncher"
 
 
 class UsageError(Exception):
     """One-line refusal; the launcher prints it and exits 2."""
+
+
+class RunError(CompactHydraException):
+    """A run that could not start or whose training failed: one line and an exit code. In a sweep
+    the launcher reports it with the job's overrides and log (Hydra prints it compactly)."""
+
+    def __init__(self, message: str, code: int = 1):
+        super().__init__(message)
+        self.code = code
 
 
 def _one_line(exc: BaseException) -> str:
@@ -36,6 +54,8 @@ def _one_line(exc: BaseException) -> str:
     if not lines:
         return type(exc).__name__
     head = lines[0]
+    if head.startswith("Config group override must be a string"):
+        head += " (quote group values: gpus='4' on the command line, gpus: \"'2','4'\" in a sweep file)"
     if any(l.startswith("Available options") for l in lines):
         idx = next(i for i, l in enumerate(lines) if l.startswith("Available options"))
         head += f" ({lines[idx].rstrip(':').lower()}: {', '.join(lines[idx + 1:])})"
@@ -45,37 +65,76 @@ def _one_line(exc: BaseException) -> str:
 # ---------------------------------------------------------------------------------------
 # pre-launch check: compose and plan every combination before Hydra acts
 # ---------------------------------------------------------------------------------------
-def _combinations(overrides: list[str], multirun: bool) -> list[list[str]]:
+def _combinations(overrides: list[str], multirun: bool, sweeper_params: dict) -> list[list[str]]:
+    """Every job's overrides, as Hydra's BasicSweeper makes them: a sweep config's
+    hydra.sweeper.params first, command-line overrides after (the command line wins per key)."""
     from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    parsed = OverridesParser.create().parse_overrides(overrides)
+    parser = OverridesParser.create()
+    parsed = parser.parse_overrides(overrides)
     if not multirun:
         sweeps = [o.input_line for o in parsed if o.is_sweep_override()]
         if sweeps:
             raise UsageError(f"{sweeps[0]} is a sweep: add --multirun to run every value")
+        if sweeper_params:
+            raise UsageError("the config defines a sweep (hydra.sweeper.params, e.g. from +sweep=...): "
+                             "add --multirun to run it")
         return [overrides]
-    batches = BasicSweeper.split_arguments(parsed, None)
+    params = parser.parse_overrides([f"{k}={v}" for k, v in sweeper_params.items()])
+    batches = BasicSweeper.split_arguments(params + parsed, None)
     return [combo for batch in batches for combo in batch]
 
 
-def compose_config(overrides: list[str]) -> dict:
-    """Our config composed with overrides, resolved to a plain dict (Hydra's compose API)."""
+def _compose(overrides: list[str], with_hydra: bool = False):
     from hydra import compose, initialize_config_dir
 
     register_resolvers()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="launch"):
-        cfg = compose(config_name="config", overrides=overrides)
-    return OmegaConf.to_container(cfg, resolve=True)
+        return compose(config_name="config", overrides=overrides, return_hydra_config=with_hydra)
 
 
-def precheck(overrides: list[str], multirun: bool) -> int:
-    """Compose and plan every combination; raise UsageError on the first bad one."""
+def compose_config(overrides: list[str]) -> dict:
+    """Our config composed with overrides, resolved to a plain dict (Hydra's compose API)."""
+    return OmegaConf.to_container(_compose(overrides), resolve=True)
+
+
+def _is_hydra_override(line: str) -> bool:
+    return line.startswith(("hydra.", "hydra/", "+hydra", "~hydra", "++hydra"))
+
+
+def precheck(overrides: list[str], multirun: bool, environ: dict | None = None) -> int:
+    """Compose and plan every combination (and its Slurm request when hydra/launcher=slurm);
+    raise UsageError on the first bad one. Returns the number of jobs."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    environ = dict(os.environ if environ is None else environ)
     try:
-        combos = _combinations(overrides, multirun)
+        parsed = OverridesParser.create().parse_overrides(overrides)
+        fixed = [o.input_line for o in parsed if not o.is_sweep_override()]
+        base = _compose(fixed, with_hydra=True)
+        params = base.hydra.sweeper.get("params")
+        sweeper_params = OmegaConf.to_container(params, resolve=True) if params is not None else {}
+        launcher = OmegaConf.to_container(base.hydra.launcher, resolve=True)
+        on_slurm = launcher.get("_target_") == SLURM_LAUNCHER
+        if on_slurm and not multirun:
+            raise UsageError("hydra/launcher=slurm submits only with --multirun (a single run is a sweep of one: "
+                             "add --multirun)")
+        combos = _combinations(overrides, multirun, sweeper_params)
         for combo in combos:
-            build_plan(compose_config(combo), run_dir="<run dir>")
-    except PlanError as exc:
+            composed = compose_config([o for o in combo if not _is_hydra_override(o)])
+            plan = build_plan(composed, run_dir="<run dir>")
+            refusal = None if on_slurm else _outside_multi_node_job(plan, composed["dry_run"],
+                                                                     ray_cluster.slurm_task(environ))
+            if refusal:
+                raise UsageError(refusal)
+            if on_slurm:
+                slurm_request.check(launcher, composed, environ)
+                slurm_request.resources(plan, bool(_debug(composed).get("nodes_as_tasks")))
+        if on_slurm and shutil.which("sbatch") is None:
+            raise UsageError("hydra/launcher=slurm needs Slurm (no sbatch on PATH); on a workstation, start the "
+                             "dev cluster first: see slurm/README.md")
+    except (PlanError, slurm_request.RequestError) as exc:
         raise UsageError(str(exc)) from None
     except UsageError:
         raise
@@ -94,35 +153,154 @@ def _remove_if_empty(run_dir: Path) -> None:
 
 def execute(composed: dict, overrides: list[str], run_dir: Path, environ: dict | None = None) -> int:
     """Plan, build and validate the verl config, preflight, snapshot, run. Returns an exit code."""
-    from src import plan_table, verl_config
+    try:
+        run(composed, overrides, run_dir, environ)
+    except RunError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.code
+    return 0
 
+
+def run(composed: dict, overrides: list[str], run_dir: Path, environ: dict | None = None) -> None:
+    """One run (or, in a multi-node Slurm job, this node's part of it). Raises RunError."""
     environ = dict(os.environ if environ is None else environ)
+    dry = bool(composed["dry_run"])
     try:
         plan = build_plan(composed, run_dir=str(run_dir))
+        task = ray_cluster.slurm_task(environ)
+        refusal = _outside_multi_node_job(plan, dry, task)
+        if refusal:
+            raise UsageError(refusal)
+    except (PlanError, UsageError) as exc:
+        _remove_if_empty(run_dir)
+        raise RunError(str(exc), USAGE_EXIT) from None
+    if task is None or plan.nodes == 1:
+        _run_node0(composed, overrides, run_dir, environ, plan, task)
+    elif task.rank > 0:
+        # nodes 1..K-1 of a multi-node job: no snapshot, no verl; a Ray worker (and scorer) only
+        if not dry:
+            _worker_node(plan, task, run_dir, environ)
+    elif dry:
+        _run_node0(composed, overrides, run_dir, environ, plan, task)
+    else:
+        try:
+            _run_node0(composed, overrides, run_dir, environ, plan, task)
+        finally:
+            # the other nodes wait for node 0's Ray head: however this ends, let them go
+            ray_cluster.release_workers(run_dir, task)
+
+
+def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dict, plan: RunPlan, task) -> None:
+    """The run itself (node 0 of a multi-node job): verl config, preflight, snapshot, training."""
+    from src import plan_table, verl_config
+
+    dry = bool(composed["dry_run"])
+    try:
         try:
             verl_cfg = verl_config.build(plan, composed)
         except Exception as exc:  # verl's own validation said no
             raise UsageError(f"verl rejected the config: {_one_line(exc)}") from None
-        command = runner.verl_command(sys.executable, run_dir / snapshot.SNAPSHOT, run_dir)
-        if not composed["dry_run"]:
+        command = train_command(composed, run_dir)
+        if not dry:
             preflight.run(plan, environ)
-        snap = snapshot.write(
-            run_dir, composed=composed, overrides=overrides, plan=plan.to_dict(),
-            verl_yaml=verl_config.to_yaml(verl_cfg), command=command,
-            scorer_python=composed["scorer"]["python"], environ=environ)
-    except (PlanError, preflight.PreflightError, UsageError) as exc:
+        verl_yaml = verl_config.to_yaml(verl_cfg)
+        snap = snapshot.reuse(run_dir, verl_yaml)
+        if snap is not None:
+            print(f"run dir {run_dir} already holds this run's snapshot (a requeued or resumed job): reusing it")
+        else:
+            snap = snapshot.write(
+                run_dir, composed=composed, overrides=overrides, plan=plan.to_dict(), verl_yaml=verl_yaml,
+                command=command, scorer_python=composed["scorer"]["python"], environ=environ)
+    except (PlanError, preflight.PreflightError, UsageError, snapshot.SnapshotMismatch) as exc:
         _remove_if_empty(run_dir)
-        print(f"error: {exc}", file=sys.stderr)
-        return USAGE_EXIT
+        raise RunError(str(exc), USAGE_EXIT) from None
     plan_table.render(plan, command, str(snap / "verl_config.yaml"))
-    if composed["dry_run"]:
+    if dry:
         print(f"dry run: nothing started; snapshot in {snap}")
-        return 0
-    return runner.run(command, env=_run_env(plan, environ), log_path=run_dir / "train.log")
+        return
+    if _debug(composed).get("train_command_override"):
+        print(f"WARNING: debug.train_command_override is set: running {shlex.join(command)} instead of verl",
+              file=sys.stderr)
+    _record_attempt(run_dir, task, command)
+    env, scorer_devices = _run_env(plan, environ)
+    rank = task.rank if task is not None else 0
+    services = [lambda e: node_services.scorer(plan, rank, run_dir, e, scorer_devices)]
+    if plan.nodes > 1:
+        # Ray gets the CPUs Slurm granted this task and the training GPUs (not the scorer's)
+        services.append(lambda e: ray_cluster.head(task, plan.nodes, task.cpus or plan.node_cpus, plan.gpus_per_node,
+                                                   run_dir, e))
+    log = run_dir / "train.log"
+    try:
+        code = runner.run(command, env=env, log_path=log, services=services)
+    except ray_cluster.RayBootstrapError as exc:
+        raise RunError(str(exc)) from None
+    if code != 0:
+        raise RunError(f"training command exited with code {code}; log: {log}{_last_line(log)}", code)
 
 
-def _run_env(plan: RunPlan, environ: dict) -> dict:
+def _outside_multi_node_job(plan: RunPlan, dry: bool, task) -> str | None:
+    """Why this process cannot run (its part of) a multi-node run, or None."""
+    if plan.nodes > 1 and not dry and (task is None or task.ntasks != plan.nodes):
+        return (f"nodes={plan.nodes} needs a Slurm job with one task on each of {plan.nodes} nodes, this process "
+                f"has {'no Slurm job' if task is None else f'{task.ntasks} task(s)'}; submit it with "
+                f"--multirun hydra/launcher=slurm")
+    return None
+
+
+def train_command(composed: dict, run_dir: Path) -> list[str]:
+    """verl's command, or the debug stand-in that replaces it (tests)."""
+    override = _debug(composed).get("train_command_override")
+    if override:
+        return shlex.split(override)
+    return runner.verl_command(sys.executable, run_dir / snapshot.SNAPSHOT, run_dir)
+
+
+def _debug(composed: dict) -> dict:
+    return composed.get("debug") or {}  # absent in snapshots written before the knob existed
+
+
+def _last_line(log: Path) -> str:
+    try:
+        lines = [l.strip() for l in log.read_text(encoding="utf-8", errors="replace").splitlines() if l.strip()]
+    except OSError:
+        return ""
+    return f" (last line: {lines[-1][:300]})" if lines else ""
+
+
+def _record_attempt(run_dir: Path, task, command: list[str]) -> None:
+    """One line per start in <run dir>/attempts.jsonl: a requeued job shows as a second line."""
+    entry = {"started": dt.datetime.now().isoformat(timespec="seconds"), "host": socket.gethostname(),
+             "slurm_job_id": task.job_id if task else None, "slurm_restart": task.restart if task else None,
+             "command": command}
+    with open(run_dir / "attempts.jsonl", "a", encoding="utf-8") as f:
+        f.write(json.dumps(entry) + "\n")
+
+
+def _worker_node(plan: RunPlan, task, run_dir: Path, environ: dict) -> None:
+    """Nodes 1..K-1: this node's scorer and Ray worker, for as long as node 0 runs."""
+    try:
+        try:
+            preflight.run(plan, environ)
+        except preflight.PreflightError as exc:
+            raise RunError(f"node {task.rank}: {exc}", USAGE_EXIT) from None
+        env, scorer_devices = _run_env(plan, environ)
+        with runner.SigtermAsInterrupt(), node_services.scorer(plan, task.rank, run_dir, env, scorer_devices) as extra:
+            env.update(extra)
+            try:
+                ray_cluster.run_worker(task, task.cpus or plan.node_cpus, plan.gpus_per_node, run_dir, env)
+            except ray_cluster.RayBootstrapError as exc:
+                raise RunError(str(exc)) from None
+    except RunError as exc:
+        # node 0 waits for this node to join its Ray cluster: tell it not to
+        ray_cluster.worker_failed(run_dir, task, str(exc))
+        raise
+
+
+def _run_env(plan: RunPlan, environ: dict) -> tuple[dict, str | None]:
+    """The environment of the training processes on this node, and the scorer's GPUs."""
     env = runner.run_environment(environ, plan.accelerator_env)
+    training_devices, scorer_devices = node_services.split_devices(plan, environ)
+    env.update(training_devices)
     # verl's file logger truncates its file on open: one file per launch, so a requeued job
     # in the same run dir keeps the earlier steps (src/report merges metrics/*.jsonl by step)
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -130,7 +308,19 @@ def _run_env(plan: RunPlan, environ: dict) -> dict:
     env.setdefault("HF_HUB_OFFLINE", "1")
     if plan.wandb_offline:
         env["WANDB_MODE"] = "offline"
-    return env
+    # every attempt on this checkpoint dir continues one wandb run (env, not the verl config,
+    # which must stay byte-identical across re-runs)
+    env["WANDB_RUN_ID"] = plan.wandb_run_id
+    env["WANDB_RESUME"] = "allow"
+    # verl, its Ray workers (on every node) and the reward function import `src` from the code
+    # this run runs: the checkout, or a Slurm job's code snapshot
+    env["PYTHONPATH"] = os.pathsep.join([str(CODE_ROOT)] + [p for p in [environ.get("PYTHONPATH")] if p])
+    env["QE_RL_RUN_DIR"] = plan.run_dir
+    env["QE_RL_CHECKPOINT_DIR"] = plan.checkpoint_dir
+    env["QE_RL_VERL_CONFIG"] = str(Path(plan.run_dir) / snapshot.SNAPSHOT / "verl_config.yaml")
+    if plan.nodes == 1:
+        env.update(ray_cluster.single_node_env(environ))
+    return env, scorer_devices
 
 
 # ---------------------------------------------------------------------------------------
@@ -166,13 +356,24 @@ def from_snapshot(snapshot_dir: Path, extra: list[str]) -> int:
 # ---------------------------------------------------------------------------------------
 def _hydra_task(cfg) -> None:
     from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
 
     register_resolvers()
     hc = HydraConfig.get()
     composed = OmegaConf.to_container(cfg, resolve=True)
-    code = execute(composed, list(hc.overrides.task), Path(hc.runtime.output_dir))
-    if code != 0:
-        sys.exit(code)
+    try:
+        run(composed, list(hc.overrides.task), Path(hc.runtime.output_dir))
+    except RunError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        if hc.mode == RunMode.MULTIRUN:
+            raise  # the sweep goes on; the launcher reports this job with its overrides and log
+        sys.exit(exc.code)
+    except KeyboardInterrupt as exc:
+        # Ctrl-C, or Slurm's SIGTERM (preemption, requeue, scancel; src/runner.py): training and
+        # services are stopped. No result is written, so a requeued job simply runs again.
+        print(f"stopped ({exc or 'interrupt'}): a requeued or resumed run continues from the last checkpoint "
+              f"in the checkpoint dir", file=sys.stderr)
+        sys.exit(130)
 
 
 _GPUS = re.compile(r"^(gpus|~gpus)=(-?\d+(?:,-?\d+)*)$")
@@ -208,8 +409,13 @@ def main(argv: list[str] | None = None) -> int:
 
     import hydra
 
+    # The task from the importable module, not from __main__ (python -m src.launch): submitit
+    # pickles it by reference, so a Slurm job imports it from its code snapshot.
+    from src import launch as importable
+
     register_resolvers()
-    entry = hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")(_hydra_task)
+    entry = hydra.main(config_path=str(CONF_DIR), config_name="config",
+                       version_base="1.3")(importable._hydra_task)
     sys.argv = [sys.argv[0], *argv]
     entry()
     return 0

@@ -6,6 +6,7 @@ a verl config. Everything derived is derived here and nowhere else.
 """
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
@@ -78,6 +79,14 @@ class RunPlan:
     ray_cpus_needed: int
     ray_num_cpus: Optional[int]
     scorer_models: tuple[str, ...]
+    # GPUs of each node reserved for the QE scorer beyond the training GPUs (placement=dedicated)
+    scorer_gpus_per_node: int
+    # what each node (one Slurm task per node) needs: training GPUs + dedicated scorer GPUs, and
+    # the CPUs Ray needs there (3 per training GPU + 10) or more if the user asks (slurm.cpus_per_task)
+    node_gpus: int
+    node_cpus: int
+    # wandb run id, stable per checkpoint dir: a requeued or resumed run continues its wandb run
+    wandb_run_id: str
     train_files: str
     val_files: str
     max_prompt_length: int
@@ -240,6 +249,35 @@ def checkpoint_dir(results_root: str, model: str, reward: str, mode: str, algo: 
     return f"{results_root}/{model}/{reward}_{mode}/{algo}/gpus{world_size}/seed{seed}"
 
 
+def ray_cpus_for(gpus: int) -> int:
+    """Logical CPUs Ray needs for `gpus` GPUs: each GPU bundle reserves 3, TransferQueue 9 more, +1."""
+    return 3 * gpus + 10
+
+
+def wandb_run_id(checkpoint_dir: str) -> str:
+    # The checkpoint dir names one training trajectory (model, reward, algo, G, seed): every
+    # attempt that resumes it is the same wandb run. Passed to verl through the environment
+    # (WANDB_RUN_ID), never through the verl config, which stays byte-identical across re-runs.
+    return "qerl-" + hashlib.sha256(checkpoint_dir.encode()).hexdigest()[:16]
+
+
+def _node_resources(cfg: dict, gpus_per_node: int) -> tuple[int, int]:
+    scorer = cfg["scorer"]
+    placement = scorer["placement"]
+    if placement not in ("shared", "dedicated", "cpu"):
+        raise PlanError(f"scorer.placement must be shared, dedicated or cpu, got {placement!r} "
+                        f"(e.g. scorer.placement=dedicated)")
+    scorer_gpus = 0
+    if placement == "dedicated":
+        scorer_gpus = _positive_int(scorer["dedicated_gpus"], "scorer.dedicated_gpus", "scorer.dedicated_gpus=1")
+    # per node: a multi-node job asks Slurm for one task of this size on every node
+    cpus = ray_cpus_for(gpus_per_node)
+    asked = (cfg.get("slurm") or {}).get("cpus_per_task")
+    if asked is not None:
+        cpus = max(cpus, _positive_int(asked, "slurm.cpus_per_task", f"slurm.cpus_per_task={cpus}"))
+    return scorer_gpus, cpus
+
+
 def build_plan(cfg: dict, run_dir: str) -> RunPlan:
     """The whole run plan from the composed, resolved config (a plain dict)."""
     gpus_per_node = _positive_int(cfg["gpus"]["per_node"], "gpus (GPUs per node)", "gpus=4")
@@ -264,7 +302,7 @@ def build_plan(cfg: dict, run_dir: str) -> RunPlan:
             raise PlanError(f"reward {reward['name']} needs scorer model {name!r}, which conf/scorer does "
                             f"not define (known: {', '.join(sorted(known))})")
 
-    ray_needed = 3 * world_size + 10
+    ray_needed = ray_cpus_for(world_size)
     ray_num_cpus = cfg.get("ray_num_cpus")
     if ray_num_cpus is not None and ray_num_cpus < ray_needed:
         raise PlanError(f"ray_num_cpus={ray_num_cpus} is below the {ray_needed} logical CPUs verl needs for "
@@ -275,19 +313,23 @@ def build_plan(cfg: dict, run_dir: str) -> RunPlan:
 
     passthrough = {k: v for k, v in flatten(cfg.get("verl") or {}).items()
                    if k not in PIN_KEYS.values()}
+    scorer_gpus, node_cpus = _node_resources(cfg, gpus_per_node)
+    ckpt_dir = checkpoint_dir(cfg["paths"]["results_root"], model["name"], reward["name"], mode,
+                              algo["name"], world_size, cfg["seed"])
     backends = tuple(cfg["logger"]["backends"])
     return RunPlan(
         model=model["name"], model_path=model["path"], reward=reward["name"], reward_mode=mode,
         algo=algo["name"], seed=cfg["seed"], gpus_per_node=gpus_per_node, nodes=nodes,
         world_size=world_size, batch=batch, samples_per_step=batch.samples_per_step,
         adjustments=tuple(adjustments),
-        checkpoint_dir=checkpoint_dir(cfg["paths"]["results_root"], model["name"], reward["name"], mode,
-                                      algo["name"], world_size, cfg["seed"]),
+        checkpoint_dir=ckpt_dir,
         run_dir=run_dir,
         wandb_project=f"qe-rl-{reward['name']}-{mode}-s{batch.samples_per_step}",
         wandb_run_name=f"{model['name']}-{algo['name']}-g{world_size}-seed{cfg['seed']}",
         ray_cpus_needed=ray_needed, ray_num_cpus=ray_num_cpus,
         scorer_models=tuple(dict.fromkeys(scorer_models)),
+        scorer_gpus_per_node=scorer_gpus, node_gpus=gpus_per_node + scorer_gpus, node_cpus=node_cpus,
+        wandb_run_id=wandb_run_id(ckpt_dir),
         train_files=data["train_files"], val_files=data["val_files"],
         max_prompt_length=data["max_prompt_length"], max_response_length=data["max_response_length"],
         logger_backends=backends, wandb_offline=bool(cfg["logger"].get("offline", False)),

@@ -35,9 +35,12 @@ def render(plan: RunPlan, command: list[str], verl_config_path: str, console: Co
         ("Ray logical CPUs", f"{plan.ray_num_cpus or 'from cluster'} (need {plan.ray_cpus_needed})",
          "ray_kwargs.ray_init.num_cpus"),
         ("scorer models", ", ".join(plan.scorer_models), "QE scoring service"),
+        ("per node: GPUs, CPUs", f"{plan.node_gpus}, {plan.node_cpus}",
+         f"Slurm request per node ({plan.scorer_gpus_per_node} dedicated scorer GPU(s))"),
         ("checkpoint dir", plan.checkpoint_dir, "trainer.default_local_dir"),
         ("wandb project", plan.wandb_project, "trainer.project_name"),
         ("wandb run name", plan.wandb_run_name, "trainer.experiment_name"),
+        ("wandb run id", plan.wandb_run_id, "WANDB_RUN_ID (env): stable per checkpoint dir"),
         ("run dir", plan.run_dir, "snapshot/, train.log, metrics.jsonl"),
         ("verl config", verl_config_path, "validated by verl.utils.config.validate_config"),
     ]

@@ -10,7 +10,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from src.plan import RunPlan
+from src.plan import RunPlan, ray_cpus_for
 
 
 class PreflightError(RuntimeError):
@@ -40,23 +40,36 @@ def checkpoint_world_sizes(checkpoint_dir: Path) -> set[int]:
             if (m := _SHARD.search(p.name))}
 
 
+def allocated_cpus(environ: dict) -> int:
+    """CPUs this process may use: what Slurm granted the task, else the CPU affinity. (Inside a
+    Slurm job the allocation is the truth; the affinity only reflects it where Slurm binds tasks.)"""
+    granted = environ.get("SLURM_CPUS_PER_TASK")
+    if granted and granted.isdigit():
+        return int(granted)
+    return len(os.sched_getaffinity(0))
+
+
 def run(plan: RunPlan, environ: dict, cpu_count: int | None = None, gpus_per_node_needed: int | None = None) -> None:
-    need = gpus_per_node_needed if gpus_per_node_needed is not None else plan.gpus_per_node
+    need = gpus_per_node_needed if gpus_per_node_needed is not None else plan.node_gpus
     if plan.device == "cuda":
         found = visible_gpus(environ)
         if found < need:
+            scorer = (f" (+{plan.scorer_gpus_per_node} dedicated scorer GPU(s))"
+                      if plan.scorer_gpus_per_node else "")
             raise PreflightError(
-                f"this node needs {need} GPUs for gpus={plan.gpus_per_node} but {found} are visible "
+                f"this node needs {need} GPUs for gpus={plan.gpus_per_node}{scorer} but {found} are visible "
                 f"(CUDA_VISIBLE_DEVICES={environ.get('CUDA_VISIBLE_DEVICES', 'unset')}); "
                 f"run on a GPU node, lower gpus=, or use dry_run=true to plan only")
     for what, path in (("model", plan.model_path), ("train data", plan.train_files), ("val data", plan.val_files)):
         if not Path(path).exists():
             raise PreflightError(f"{what} not found at {path}; fix the path in conf/local/default.yaml "
                                  f"(paths.*) or prepare it (README: Data)")
-    cpus = cpu_count if cpu_count is not None else len(os.sched_getaffinity(0))
-    if plan.ray_num_cpus is not None and cpus < plan.ray_cpus_needed:
+    cpus = cpu_count if cpu_count is not None else allocated_cpus(environ)
+    # per node: a multi-node job's Ray node on each host needs its own share
+    needed = plan.ray_cpus_needed if plan.nodes == 1 else ray_cpus_for(plan.gpus_per_node)
+    if cpus < needed:
         # Ray accepts more logical CPUs than cores, but verl then oversubscribes the node
-        raise PreflightError(f"verl needs {plan.ray_cpus_needed} CPUs for G={plan.world_size} (3 per GPU + 10) "
+        raise PreflightError(f"verl needs {needed} CPUs for {plan.gpus_per_node} GPUs on this node (3 per GPU + 10) "
                              f"but this process may use {cpus}; ask the scheduler for more CPUs")
     sizes = checkpoint_world_sizes(Path(plan.checkpoint_dir))
     if sizes and sizes != {plan.world_size}:

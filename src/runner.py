@@ -31,7 +31,7 @@ def run_environment(base: dict, plan_env: dict) -> dict:
     return env
 
 
-class _SigtermAsInterrupt:
+class SigtermAsInterrupt:
     """Slurm sends SIGTERM before a kill: unwind like Ctrl-C so services stop and verl is reaped."""
 
     def __enter__(self):
@@ -65,7 +65,7 @@ def run(command: list[str], env: dict, log_path: Path,
         services: Iterable[Callable[[dict], ContextManager[dict]]] = ()) -> int:
     """Start services, run `command` streaming to stdout and `log_path`, stop everything."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with _SigtermAsInterrupt(), contextlib.ExitStack() as stack:
+    with SigtermAsInterrupt(), contextlib.ExitStack() as stack:
         for service in services:
             env.update(stack.enter_context(service(env)))
         with open(log_path, "a", encoding="utf-8") as log:

@@ -23,6 +23,12 @@ from src.resolvers import PROJECT_ROOT
 from src.redact import REDACTED, is_secret, scrub
 
 SNAPSHOT = "snapshot"
+
+
+class SnapshotMismatch(RuntimeError):
+    """A run dir already holds a snapshot of a different run."""
+
+
 # environment that changes what a run does
 _RELEVANT_PREFIXES = ("CUDA", "NCCL", "HF_", "TRANSFORMERS", "WANDB", "RAY", "VLLM", "VERL", "SLURM",
                       "HYDRA", "PYTORCH", "TORCH", "OMP_", "QE_RL", "QE_SCORER", "LD_PRELOAD", "HCCL",
@@ -78,7 +84,10 @@ def write(run_dir: Path, *, composed: dict, overrides: list[str], plan: dict, ve
     if target.exists():
         raise FileExistsError(f"{target} already exists; a run dir holds one snapshot")
     run_dir.mkdir(parents=True, exist_ok=True)
-    git_text, git_diff = git_state()
+    from src.code_snapshot import recorded_git_state
+
+    # a Slurm job runs from the code copied at submission: record that code's git state
+    git_text, git_diff = recorded_git_state() or git_state()
     files = {
         "composed.yaml": yaml.safe_dump(composed, sort_keys=False, allow_unicode=True),
         "overrides.yaml": yaml.safe_dump(list(overrides), allow_unicode=True),
@@ -101,6 +110,20 @@ def write(run_dir: Path, *, composed: dict, overrides: list[str], plan: dict, ve
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    return target
+
+
+def reuse(run_dir: Path, verl_yaml: str) -> Path | None:
+    """The snapshot already in `run_dir` if it holds exactly this verl config: a requeued Slurm job
+    (same run dir, same code snapshot and overrides) keeps its first attempt's snapshot. None when
+    there is none yet."""
+    target = run_dir / SNAPSHOT
+    if not target.exists():
+        return None
+    old = target / "verl_config.yaml"
+    if not old.is_file() or old.read_text(encoding="utf-8") != verl_yaml:
+        raise SnapshotMismatch(f"{target} holds the snapshot of another run (its verl_config.yaml differs); "
+                               f"a run dir holds one run: use a new run dir")
     return target
 
 

@@ -14,6 +14,7 @@ from typing import Any, Callable
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from src.plan import RunPlan
+from src.rewards import settings as rewards_settings
 
 # verl key -> value taken from the plan. One row per key; this table is the only place plan
 # fields meet verl names. Keys verl's schema lacks start with '+'.
@@ -68,7 +69,14 @@ VERL_KEYS: list[tuple[str, Callable[[RunPlan, dict], Any]]] = [
     ("algorithm.filter_groups.enable", lambda p, c: c["algo"]["filter_groups"]["enable"]),
     ("algorithm.filter_groups.metric", lambda p, c: c["algo"]["filter_groups"]["metric"]),
     ("algorithm.filter_groups.max_num_gen_batches", lambda p, c: c["algo"]["filter_groups"]["max_num_gen_batches"]),
-    # reward (the reward function itself is wired by the rewards issue)
+    # reward: our compute_score (src/rewards) with the reward group's settings. Imported by
+    # module name, not file path, so the config is the same for a checkout and a Slurm code copy;
+    # verl must start with the code root as its working directory (or on PYTHONPATH). The scorer
+    # URL and token reach the reward workers through the environment (QE_SCORER_URL/_TOKEN).
+    ("reward.custom_reward_function.path", lambda p, c: "pkg://src.rewards.compute"),
+    ("reward.custom_reward_function.name", lambda p, c: "compute_score"),
+    ("+reward.custom_reward_function.reward_kwargs",
+        lambda p, c: rewards_settings.reward_kwargs(c["reward"], c["scorer"]["models"])),
     ("reward.reward_manager.name", lambda p, c: c["algo"]["reward_manager"]),
     ("+reward.reward_kwargs.overlong_buffer_cfg.enable", lambda p, c: c["algo"]["overlong_buffer"]["enable"]),
     ("+reward.reward_kwargs.overlong_buffer_cfg.len", lambda p, c: c["algo"]["overlong_buffer"]["len"]),

@@ -23,7 +23,8 @@ def files_under(root: Path) -> list[Path]:
 
 def launch(args: list[str], env_extra: dict | None = None, timeout: int = 300) -> subprocess.CompletedProcess:
     """`python -m src.launch ARGS` as a user runs it, from the project root."""
-    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    # not inside whatever allocation pytest may run in: a launch must see no GPUs and no Slurm job
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES" and not k.startswith("SLURM_")}
     env.update(env_extra or {})
     return subprocess.run([sys.executable, "-m", "src.launch", *args], cwd=PROJECT_ROOT, env=env,
                           capture_output=True, text=True, timeout=timeout)

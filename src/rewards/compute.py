@@ -1,0 +1,120 @@
+"""The function verl 0.9.1 calls for every trajectory: `compute_score`.
+
+Wired by the launcher (src/verl_config.py) as
+    reward.custom_reward_function.path = pkg://src.rewards.compute, name = compute_score
+    reward.custom_reward_function.reward_kwargs = src.rewards.settings.reward_kwargs(...)
+verl merges the reward_kwargs into the call's keyword arguments.
+
+Per response:  parse (template's format) -> cheap degenerate checks -> BLEU + QE service ->
+weights and clipping. Format failures and (in training) degenerate answers never reach the service.
+
+Validation: verl 0.9.1 has no separate validation reward function, so a row is a validation row
+when its `extra_info["split"]` (written by src.data.prepare) is one of `validation.splits`
+(val, test). Validation rows get the validation reward (format + CometKiwi + BLEU by default, the
+same for every group so runs compare), and every component the group can compute is logged.
+
+The returned dict always has the same keys (verl stacks each key across the batch): numbers, or
+None where a component was not computed (verl's validation metrics skip None), plus the strings
+`format_error`, `src`, `translation` (exactly the scored text) and `error_spans` (JSON).
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping
+
+from src.data.templates import expected_format
+from src.rewards import components_log
+from src.rewards.bleu import sentence_bleu
+from src.rewards.combine import answer_score
+from src.rewards.degenerate import Degenerate, detect
+from src.rewards.parsing import parse_response
+from src.rewards.qe import SEVERITIES, QEResult, assess, spans_json
+from src.rewards.settings import COMPONENTS, RewardSettings
+
+_SETTINGS_CACHE: dict[str, RewardSettings] = {}
+# Keyword arguments verl's reward managers add themselves (not reward settings).
+_VERL_EXTRA_KWARGS = ("reward_router_address", "reward_model_tokenizer")
+
+
+def _plain(obj: Any) -> Any:
+    """OmegaConf containers (verl hands reward_kwargs over as DictConfig values) -> dict/list."""
+    if isinstance(obj, (str, bytes, int, float, bool)) or obj is None:
+        return obj
+    if hasattr(obj, "items"):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if hasattr(obj, "__iter__"):
+        return [_plain(v) for v in obj]
+    return obj
+
+
+def settings_from(kwargs: Mapping[str, Any]) -> RewardSettings:
+    """Validated settings, parsed once per process and kwargs."""
+    plain = _plain(dict(kwargs))
+    key = json.dumps(plain, sort_keys=True, default=str)
+    if key not in _SETTINGS_CACHE:
+        _SETTINGS_CACHE[key] = RewardSettings.from_kwargs(plain)
+    return _SETTINGS_CACHE[key]
+
+
+def _target_lang(data_source: str, extra_info: Mapping[str, Any]) -> str:
+    if extra_info.get("tgt_lang"):
+        return str(extra_info["tgt_lang"])
+    pair = str(extra_info.get("lang_pair") or str(data_source or "").rsplit("/", 1)[-1])
+    return pair.split("-", 1)[1] if "-" in pair else ""
+
+
+def _clean(text: str) -> str:
+    # Lone surrogates cannot be sent as JSON text (the service refuses them); a tokenizer never
+    # makes them, fuzzers do.
+    return text.encode("utf-8", "replace").decode("utf-8") if isinstance(text, str) else str(text)
+
+
+async def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_info: dict | None = None,
+                        **kwargs: Any) -> dict:
+    s = settings_from({k: v for k, v in kwargs.items() if k not in _VERL_EXTRA_KWARGS})
+    info = dict(extra_info or {})
+    if "template" not in info:
+        raise ValueError(f"extra_info of a {data_source!r} row has no 'template': prepare the data with "
+                         f"python -m src.data.prepare (it writes split, src, tgt_lang and template)")
+    validation = str(info.get("split", "")) in s.validation_splits
+    source = _clean(str(info.get("src") or ""))
+    reference = _clean(str(ground_truth or ""))
+    tgt_lang = _target_lang(data_source, info)
+
+    parsed = parse_response(_clean(solution_str or ""), expected_format(str(info["template"])),
+                            s.format.strict_outside)
+    values: dict[str, float | None] = {c: None for c in COMPONENTS}
+    values.update({f"n_{sev}": None for sev in SEVERITIES})
+    degenerate, qe = Degenerate(), QEResult()
+    if not parsed.ok:
+        format_part, answer = s.format.floor, s.format.answer_floor
+    else:
+        format_part = s.format.bonus
+        degenerate = detect(parsed.translation, source, reference, tgt_lang, s.degenerate)
+        # training short-cuts degenerate answers; validation still measures the copies and
+        # wrong-script ones, so its metrics describe every well-formed answer of a sane length
+        measurable = not (degenerate.empty or degenerate.length_ratio)
+        if measurable and (validation or not degenerate.any):
+            if reference.strip():
+                values["bleu"] = sentence_bleu(parsed.translation, reference, tgt_lang)
+            qe = await assess(parsed.translation, source, reference, tgt_lang, s, validation)
+            values.update(qe.values)
+        answer = degenerate.penalty(s.degenerate) if degenerate.any else answer_score(values, s, validation)
+
+    score = format_part + answer
+    result = {
+        "score": score,
+        "score_rounded": round(score, s.round_decimals),
+        "format_ok": float(parsed.ok),
+        "format_error": parsed.error,
+        "answer": answer,
+        **values,
+        **degenerate.flags(),
+        "src": source,
+        "translation": parsed.translation,
+        "error_spans": spans_json(qe.spans),
+    }
+    components_log.write(components_log.step_of(info), "val" if validation else "train",
+                         {k: v for k, v in result.items() if k != "score_rounded"})
+    return result
+

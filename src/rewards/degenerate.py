@@ -1,0 +1,130 @@
+"""Cheap checks for answers not worth a scorer call: empty, a copy of the source, the wrong
+script for the target language, an absurd length against the reference.
+
+Each check is exempted when the reference itself would fail it (a source made of names or
+numbers is legitimately copied; a zh reference written in Latin letters makes Latin output fine).
+Texts are looked at up to ANALYSED_CHARS characters: a 1 MB response costs the same as a 10 kB one.
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+from src.rewards.settings import DegenerateSettings
+
+ANALYSED_CHARS = 10_000
+# Longer than this is absurd for sentence-level MT whatever the reference says (and keeps every
+# request to the service far below its body limit).
+MAX_TRANSLATION_CHARS = 20_000
+# Characters added to both lengths of the length ratio, so 1-character references do not make
+# every 3-character answer absurd.
+LENGTH_SLACK = 3
+
+_HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
+_KANA = "\u3040-\u309f\u30a0-\u30ff\u31f0-\u31ff\uff66-\uff9f"
+_HANGUL = "\uac00-\ud7af\u1100-\u11ff\u3130-\u318f"
+_LATIN = "A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f\u1e00-\u1eff"
+_CYRILLIC = "\u0400-\u04ff"
+# target language (base code) -> letters that count as its script
+_SCRIPTS = {
+    "zh": re.compile(f"[{_HAN}]"),
+    "ja": re.compile(f"[{_HAN}{_KANA}]"),
+    "ko": re.compile(f"[{_HANGUL}{_HAN}]"),
+    "ru": re.compile(f"[{_CYRILLIC}]"),
+    "uk": re.compile(f"[{_CYRILLIC}]"),
+    **{lang: re.compile(f"[{_LATIN}]") for lang in ("en", "de", "fr", "es", "it", "pt", "nl", "cs", "pl", "ro")},
+}
+
+FLAGS = ("degenerate_empty", "degenerate_source_copy", "degenerate_wrong_script", "degenerate_length_ratio")
+
+
+@dataclass(frozen=True)
+class Degenerate:
+    empty: bool = False
+    source_copy: bool = False
+    wrong_script: bool = False
+    length_ratio: bool = False
+
+    @property
+    def any(self) -> bool:
+        return self.empty or self.source_copy or self.wrong_script or self.length_ratio
+
+    def flags(self) -> dict[str, float]:
+        """As reward components: 1.0 flagged, 0.0 not (means give rates)."""
+        values = (self.empty, self.source_copy, self.wrong_script, self.length_ratio)
+        return {name: float(v) for name, v in zip(FLAGS, values)}
+
+    def penalty(self, s: DegenerateSettings) -> float:
+        """The answer score of a flagged answer: the lowest penalty that applies."""
+        applied = [p for flagged, p in ((self.empty, s.empty_penalty), (self.source_copy, s.source_copy_penalty),
+                                        (self.wrong_script, s.wrong_script_penalty),
+                                        (self.length_ratio, s.length_ratio_penalty)) if flagged]
+        return min(applied)
+
+
+def base_lang(code: str | None) -> str:
+    return (code or "").split("-")[0].split("_")[0].lower()
+
+
+def _normalise(text: str) -> str:
+    """Compatibility-folded, lower-cased, without whitespace, punctuation and symbols."""
+    text = unicodedata.normalize("NFKC", text[:ANALYSED_CHARS]).casefold()
+    return "".join(ch for ch in text if not ch.isspace() and unicodedata.category(ch)[0] not in "PSZC")
+
+
+def _bigrams(text: str) -> set[str]:
+    return {text[i:i + 2] for i in range(len(text) - 1)} if len(text) > 1 else {text}
+
+
+def copy_similarity(a: str, b: str) -> float:
+    """Char-bigram Jaccard similarity of the normalised texts (1.0 = same text)."""
+    na, nb = _normalise(a), _normalise(b)
+    if not na or not nb:
+        return 0.0
+    if na == nb:
+        return 1.0
+    ba, bb = _bigrams(na), _bigrams(nb)
+    return len(ba & bb) / len(ba | bb)
+
+
+def script_share(text: str, lang: str) -> float | None:
+    """Share of letters in `lang`'s script; None when unknown (no rule for the language, or no
+    letters at all, e.g. only digits)."""
+    pattern = _SCRIPTS.get(base_lang(lang))
+    if pattern is None:
+        return None
+    sample = text[:ANALYSED_CHARS]
+    letters = sum(1 for ch in sample if ch.isalpha())
+    if letters == 0:
+        return None
+    return len(pattern.findall(sample)) / letters
+
+
+def _is_copy(text: str, source: str, s: DegenerateSettings) -> bool:
+    return copy_similarity(text, source) >= s.copy_similarity
+
+
+def _wrong_script(text: str, lang: str, s: DegenerateSettings) -> bool:
+    share = script_share(text, lang)
+    return share is not None and share < s.min_script_share
+
+
+def _length_ratio_bad(text: str, reference: str, s: DegenerateSettings) -> bool:
+    # len() is O(1): no cap needed, and a huge answer is caught without reading it
+    ratio = (len(text) + LENGTH_SLACK) / (len(reference) + LENGTH_SLACK)
+    return ratio > s.max_length_ratio or ratio < 1.0 / s.max_length_ratio
+
+
+def detect(translation: str, source: str, reference: str, tgt_lang: str, s: DegenerateSettings) -> Degenerate:
+    """Every flag that applies (all are computed, so each is logged)."""
+    if not translation.strip():
+        return Degenerate(empty=True)
+    reference = reference or ""
+    has_ref = bool(reference.strip())
+    source_copy = bool(source.strip()) and _is_copy(translation, source, s) and not (
+        has_ref and _is_copy(reference, source, s))
+    wrong_script = _wrong_script(translation, tgt_lang, s) and not (has_ref and _wrong_script(reference, tgt_lang, s))
+    length_ratio = len(translation) > MAX_TRANSLATION_CHARS or (
+        has_ref and _length_ratio_bad(translation.strip(), reference.strip(), s))
+    return Degenerate(source_copy=source_copy, wrong_script=wrong_script, length_ratio=length_ratio)

@@ -1,0 +1,284 @@
+"""Reward settings: from the reward group (conf/reward/*.yaml) to verl's reward_kwargs and back.
+
+Two sides, one module, so they cannot drift apart:
+- launch side: `reward_kwargs(reward_cfg, scorer_models)` turns the composed reward group into the
+  plain dict verl passes to `compute_score` as keyword arguments
+  (`reward.custom_reward_function.reward_kwargs`). The mode is resolved here (which components
+  count in training), so the verl config in the snapshot shows the exact reward that runs.
+- worker side: `RewardSettings.from_kwargs(kwargs)` validates that dict once per process.
+
+Nothing here varies per launch (no URL, token or path): a re-run from a snapshot must give a
+byte-identical verl config. The service URL and token reach the workers through the environment.
+Stdlib only: the reward workers import it.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+# Every numeric answer component the reward can compute. bleu is sentence BLEU / 100.
+COMPONENTS = ("bleu", "comet", "kiwi", "xcomet", "mqm", "ok_ratio")
+# Components that come from the span (word-level) model, e.g. XCOMET-XL.
+SPAN_COMPONENTS = ("xcomet", "mqm", "ok_ratio")
+# Sentence-level model components: COMET-DA needs the reference, CometKiwi is QE.
+SENTENCE_COMPONENTS = ("comet", "kiwi")
+MODES = ("off", "train", "eval")
+WORD_TAG_SOURCES = ("spans", "probs")
+
+
+class RewardConfigError(ValueError):
+    """A reward setting that cannot work; one line naming the key."""
+
+
+@dataclass(frozen=True)
+class FormatSettings:
+    bonus: float
+    floor: float
+    answer_floor: float
+    strict_outside: bool
+
+
+@dataclass(frozen=True)
+class DegenerateSettings:
+    empty_penalty: float
+    source_copy_penalty: float
+    copy_similarity: float
+    wrong_script_penalty: float
+    min_script_share: float
+    length_ratio_penalty: float
+    max_length_ratio: float
+
+
+@dataclass(frozen=True)
+class DiscreteSettings:
+    enable: bool
+    components: tuple[str, ...]
+    thresholds: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class SpanSettings:
+    reference: bool
+    word_tag_source: str
+    word_tag_threshold: float
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    timeout_s: float
+    retries: int
+    backoff_s: float
+    max_connections: int
+
+
+@dataclass(frozen=True)
+class RewardSettings:
+    reward: str
+    mode: str
+    # component -> scorer service model name (None: not available); "span" is the span model
+    models: Mapping[str, str | None]
+    train_weights: Mapping[str, float]
+    validation_weights: Mapping[str, float]
+    clip: Mapping[str, tuple[float, float]]
+    format: FormatSettings
+    degenerate: DegenerateSettings
+    discrete: DiscreteSettings
+    span: SpanSettings
+    validation_splits: tuple[str, ...]
+    round_decimals: int
+    client: ClientSettings
+
+    @property
+    def span_at_validation(self) -> bool:
+        """mode train|eval: the span model is called (and logged) on validation rows."""
+        return self.mode != "off" and self.models.get("span") is not None
+
+    def weights(self, validation: bool) -> Mapping[str, float]:
+        return self.validation_weights if validation else self.train_weights
+
+    @classmethod
+    def from_kwargs(cls, kw: Mapping[str, Any]) -> "RewardSettings":
+        try:
+            s = cls(
+                reward=str(kw["reward"]),
+                mode=str(kw["mode"]),
+                models={k: (None if v is None else str(v)) for k, v in dict(kw["models"]).items()},
+                train_weights=_weights(kw["train_weights"], "train_weights"),
+                validation_weights=_weights(kw["validation_weights"], "validation_weights"),
+                clip={c: _range(kw["clip"][c], f"clip.{c}") for c in COMPONENTS},
+                format=FormatSettings(**{k: _num(v, f"format.{k}") if k != "strict_outside" else bool(v)
+                                         for k, v in dict(kw["format"]).items()}),
+                degenerate=DegenerateSettings(**{k: _num(v, f"degenerate.{k}")
+                                                 for k, v in dict(kw["degenerate"]).items()}),
+                discrete=DiscreteSettings(
+                    enable=bool(kw["discrete"]["enable"]),
+                    components=tuple(str(c) for c in kw["discrete"]["components"]),
+                    thresholds=tuple(_num(t, "discrete.thresholds") for t in kw["discrete"]["thresholds"])),
+                span=SpanSettings(
+                    reference=bool(kw["span"]["reference"]),
+                    word_tag_source=str(kw["span"]["word_tag_source"]),
+                    word_tag_threshold=_num(kw["span"]["word_tag_threshold"], "span.word_tag_threshold")),
+                validation_splits=tuple(str(x) for x in kw["validation_splits"]),
+                round_decimals=int(kw["round_decimals"]),
+                client=ClientSettings(
+                    timeout_s=_num(kw["client"]["timeout_s"], "client.timeout_s"),
+                    retries=int(kw["client"]["retries"]),
+                    backoff_s=_num(kw["client"]["backoff_s"], "client.backoff_s"),
+                    max_connections=int(kw["client"]["max_connections"])),
+            )
+        except KeyError as exc:
+            raise RewardConfigError(f"reward kwargs lack {exc.args[0]!r} (build them with "
+                                    f"src.rewards.settings.reward_kwargs)") from None
+        except TypeError as exc:  # an unknown or missing key in a sub-section
+            raise RewardConfigError(f"reward kwargs: {exc}") from None
+        s._check()
+        return s
+
+    def _check(self) -> None:
+        if self.mode not in MODES:
+            raise RewardConfigError(f"reward.mode must be off, train or eval, got {self.mode!r}")
+        for name, (lo, hi) in self.clip.items():
+            if lo > hi:
+                raise RewardConfigError(f"reward.clip.{name}: lower bound {lo} is above upper bound {hi}")
+        if self.span.word_tag_source not in WORD_TAG_SOURCES:
+            raise RewardConfigError(f"reward.span.word_tag_source must be spans or probs, got "
+                                    f"{self.span.word_tag_source!r}")
+        if not 0.0 <= self.span.word_tag_threshold < 1.0:
+            raise RewardConfigError(f"reward.span.word_tag_threshold must be in [0, 1), got "
+                                    f"{self.span.word_tag_threshold}")
+        unknown = [c for c in self.discrete.components if c not in COMPONENTS]
+        if unknown:
+            raise RewardConfigError(f"reward.discrete.components: unknown {unknown[0]!r} (known: {', '.join(COMPONENTS)})")
+        if self.discrete.enable and (not self.discrete.thresholds
+                                     or list(self.discrete.thresholds) != sorted(self.discrete.thresholds)):
+            raise RewardConfigError("reward.discrete.thresholds must be a non-empty ascending list, got "
+                                    f"{list(self.discrete.thresholds)}")
+        d = self.degenerate
+        if not 0.0 < d.copy_similarity <= 1.0:
+            raise RewardConfigError(f"reward.degenerate.copy_similarity must be in (0, 1], got {d.copy_similarity}")
+        if not 0.0 <= d.min_script_share <= 1.0:
+            raise RewardConfigError(f"reward.degenerate.min_script_share must be in [0, 1], got {d.min_script_share}")
+        if d.max_length_ratio <= 1.0:
+            raise RewardConfigError(f"reward.degenerate.max_length_ratio must be > 1, got {d.max_length_ratio}")
+        if not 0 <= self.round_decimals <= 12:
+            raise RewardConfigError(f"reward.round_decimals must be in 0..12, got {self.round_decimals}")
+        c = self.client
+        if c.timeout_s <= 0 or c.retries < 0 or c.backoff_s < 0 or c.max_connections < 1:
+            raise RewardConfigError("reward.client needs timeout_s > 0, retries >= 0, backoff_s >= 0, "
+                                    f"max_connections >= 1; got {c}")
+        for label, weights in (("train", self.train_weights), ("validation", self.validation_weights)):
+            for comp, w in weights.items():
+                if w == 0.0:
+                    continue
+                model = self.models.get("span" if comp in SPAN_COMPONENTS else comp)
+                if comp != "bleu" and model is None:
+                    raise RewardConfigError(_missing_model_message(label, comp, w, self.mode))
+        if self.mode != "train":
+            trained = [c for c in SPAN_COMPONENTS if self.train_weights[c] != 0.0]
+            if trained:
+                raise RewardConfigError(f"train_weights.{trained[0]} is set but reward.mode={self.mode}: the span "
+                                        f"model counts in training only with mode=train")
+        if not any(w != 0.0 for w in self.train_weights.values()):
+            raise RewardConfigError("the training reward has no answer component (every weight is 0): set "
+                                    "reward.weights or reward.validation.weights")
+
+
+def _missing_model_message(label: str, comp: str, weight: float, mode: str) -> str:
+    key = "reward.weights" if label == "train" else "reward.validation.weights"
+    if comp in SPAN_COMPONENTS:
+        return (f"{key}.{comp}={weight} needs the span model: set reward.span_model (and reward.mode=train "
+                f"or eval; it is {mode})")
+    kind = "a reference-based COMET-DA model (e.g. comet_da)" if comp == "comet" else \
+        "a QE model such as CometKiwi (e.g. cometkiwi_da)"
+    return f"{key}.{comp}={weight} needs {kind} in reward.sentence_models or reward.validation_models"
+
+
+def _num(value: Any, key: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise RewardConfigError(f"reward.{key} must be a finite number, got {value!r}")
+    return float(value)
+
+
+def _range(value: Any, key: str) -> tuple[float, float]:
+    if not isinstance(value, (list, tuple)) or len(value) != 2:
+        raise RewardConfigError(f"reward.{key} must be [lo, hi], got {value!r}")
+    return _num(value[0], key), _num(value[1], key)
+
+
+def _weights(value: Any, key: str) -> dict[str, float]:
+    weights = {c: 0.0 for c in COMPONENTS}
+    for comp, w in dict(value).items():
+        if comp not in COMPONENTS:
+            raise RewardConfigError(f"reward.{key}: unknown component {comp!r} (known: {', '.join(COMPONENTS)})")
+        weights[comp] = _num(w, f"{key}.{comp}")
+    return weights
+
+
+# ----------------------------------------------------------------------------------------------
+# launch side
+# ----------------------------------------------------------------------------------------------
+def sentence_model_components(reward_cfg: Mapping[str, Any], scorer_models: Mapping[str, Any]) -> dict:
+    """comet/kiwi -> scorer model name, from the group's sentence and validation models: a model
+    that needs the reference is COMET-DA-like (comet), one that does not is QE (kiwi)."""
+    out: dict[str, str | None] = {"comet": None, "kiwi": None}
+    names = list(dict.fromkeys(list(reward_cfg.get("sentence_models") or [])
+                               + list(reward_cfg.get("validation_models") or [])))
+    for name in names:
+        if name not in scorer_models:
+            raise RewardConfigError(f"reward {reward_cfg.get('name')} names scorer model {name!r}, which "
+                                    f"conf/scorer does not define (known: {', '.join(sorted(scorer_models))})")
+        comp = "comet" if scorer_models[name].get("needs_ref") else "kiwi"
+        if out[comp] is not None:
+            raise RewardConfigError(f"reward {reward_cfg.get('name')}: two {comp} models ({out[comp]}, {name}); "
+                                    f"keep one in reward.sentence_models/validation_models")
+        out[comp] = name
+    return out
+
+
+def reward_kwargs(reward_cfg: Mapping[str, Any], scorer_models: Mapping[str, Any]) -> dict:
+    """The reward group (composed, resolved) -> the kwargs verl passes to compute_score."""
+    mode = reward_cfg["mode"]
+    span_model = reward_cfg.get("span_model") if mode != "off" else None
+    models = {**sentence_model_components(reward_cfg, scorer_models), "span": span_model}
+    train = _weights(reward_cfg["weights"], "weights")
+    validation = _weights(reward_cfg["validation"]["weights"], "validation.weights")
+    if mode != "train":
+        # the span model is not part of the training reward; a group that has nothing else
+        # trains on the validation reward (format + CometKiwi + BLEU), which is always loaded
+        train = {c: (0.0 if c in SPAN_COMPONENTS else w) for c, w in train.items()}
+        if not any(train.values()):
+            train = dict(validation)
+    kw = {
+        "reward": reward_cfg["name"],
+        "mode": mode,
+        "models": models,
+        "train_weights": train,
+        "validation_weights": validation,
+        "clip": {c: [float(x) for x in reward_cfg["clip"][c]] for c in COMPONENTS},
+        "format": dict(reward_cfg["format"]),
+        "degenerate": dict(reward_cfg["degenerate"]),
+        "discrete": {"enable": bool(reward_cfg["discrete"]["enable"]),
+                     "components": list(reward_cfg["discrete"]["components"]),
+                     "thresholds": list(reward_cfg["discrete"]["thresholds"])},
+        "span": dict(reward_cfg["span"]),
+        "validation_splits": list(reward_cfg["validation"]["splits"]),
+        "round_decimals": int(reward_cfg["round_decimals"]),
+        "client": dict(reward_cfg["client"]),
+    }
+    RewardSettings.from_kwargs(kw)  # refuse at launch what would fail in the workers
+    return kw
+
+
+def score_bounds(s: RewardSettings, validation: bool) -> tuple[float, float]:
+    """The lowest and highest score the settings can give (the fuzz tests check against it)."""
+    lo_ans = hi_ans = 0.0
+    for comp, w in s.weights(validation).items():
+        lo, hi = s.clip[comp]
+        lo_ans += min(w * lo, w * hi)
+        hi_ans += max(w * lo, w * hi)
+    d = s.degenerate
+    penalties = [d.empty_penalty, d.source_copy_penalty, d.wrong_script_penalty, d.length_ratio_penalty]
+    f = s.format
+    candidates = [f.floor + f.answer_floor, f.bonus + lo_ans, f.bonus + hi_ans] + [f.bonus + p for p in penalties]
+    return min(candidates), max(candidates)

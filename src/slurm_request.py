@@ -1,0 +1,79 @@
+"""What one job of a Slurm sweep asks the scheduler for: the launcher yaml plus the job's plan.
+
+conf/hydra/launcher/slurm.yaml holds the choices that are the same for every job (partition,
+account, time limit, setup lines, ...). GPUs, CPUs and nodes come from each job's RunPlan, where
+they are derived (node_gpus, node_cpus, nodes); a sweep over gpus= therefore asks for different
+resources per job, and the launcher submits one job array per distinct request.
+
+Checked before anything is submitted (the pre-launch check in src/launch.py calls `check`):
+the derived resources are not set by hand, and no secret value from the environment appears in
+what would be written to the sbatch script or the pickled job (secrets reach jobs only through
+the environment that sbatch propagates).
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from src.plan import RunPlan
+from src.redact import secret_values
+
+# set per job from the plan; a value in the launcher config would silently disagree with the plan
+DERIVED = {"gpus_per_node": "gpus= (and scorer.placement/dedicated_gpus for the scorer's GPUs)",
+           "cpus_per_task": "slurm.cpus_per_task", "gpus_per_task": "gpus=", "cpus_per_gpu": "slurm.cpus_per_task",
+           "gres": "gpus="}
+# launcher keys that configure the submitit executor itself, not sbatch
+_NOT_SBATCH = ("_target_", "submitit_folder", "max_num_timeout")
+
+
+class RequestError(ValueError):
+    """One line: what is wrong with the Slurm request and what to set instead."""
+
+
+def check(launcher: dict, composed: dict, environ: dict) -> None:
+    for key, instead in DERIVED.items():
+        if launcher.get(key) is not None:
+            raise RequestError(f"hydra.launcher.{key}={launcher[key]} is derived from the plan for each job; "
+                               f"set {instead} instead")
+    if launcher.get("nodes", 1) != 1 or launcher.get("tasks_per_node", 1) != 1:
+        raise RequestError("hydra.launcher.nodes/tasks_per_node are derived from the plan; set nodes=K instead")
+    text = json.dumps([launcher, composed], default=str)
+    for name, value in sorted(environ.items()):
+        if secret_values({name: value}) and value in text:
+            raise RequestError(f"the value of ${name} appears in the config that would be written to the sbatch "
+                               f"script and the submitit folder; pass secrets only through the environment")
+
+
+def resources(plan: RunPlan, nodes_as_tasks: bool = False) -> dict[str, Any]:
+    """The job's share of the request: one task per node with the node's GPUs and CPUs."""
+    if plan.nodes > 1 and nodes_as_tasks:
+        # debug.nodes_as_tasks: the K nodes as K tasks on one host (dev cluster), sharing its GPUs
+        return {"nodes": 1, "tasks_per_node": plan.nodes, "gpus_per_node": plan.node_gpus * plan.nodes,
+                "cpus_per_task": plan.node_cpus}
+    return {"nodes": plan.nodes, "tasks_per_node": 1, "gpus_per_node": plan.node_gpus,
+            "cpus_per_task": plan.node_cpus}
+
+
+def executor_params(launcher: dict, plan: RunPlan, nodes_as_tasks: bool, setup_extra: list[str],
+                    code_dir: str) -> dict[str, Any]:
+    """submitit executor parameters for one job (`slurm_`-prefixed where submitit wants it)."""
+    from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
+    from omegaconf import OmegaConf
+
+    params = {k: v for k, v in launcher.items() if k not in _NOT_SBATCH and v is not None}
+    params.update(resources(plan, nodes_as_tasks))
+    params["setup"] = list(params.get("setup") or []) + list(setup_extra)
+    extra = dict(params.get("additional_parameters") or {})
+    # the job starts in the code copied at submission, so it imports that code and reads its conf/
+    extra["chdir"] = code_dir
+    params["additional_parameters"] = extra
+    if plan.nodes > 1:
+        # one node's task failing (e.g. its Ray worker) ends the job instead of leaving the others waiting
+        params["srun_args"] = ["--kill-on-bad-exit=1"]
+    base = set(OmegaConf.structured(BaseQueueConf).keys())
+    return {k if k in base else f"slurm_{k}": v for k, v in params.items()}
+
+
+def request_key(params: dict) -> str:
+    """Jobs with equal keys can share one job array."""
+    return json.dumps(params, sort_keys=True, default=str)

@@ -1,0 +1,352 @@
+"""`python -m src.launch --multirun hydra/launcher=slurm ...` on the real dev cluster.
+
+Every test runs the launcher as a user does (a subprocess from a checkout), with real sbatch,
+slurmctld, sacct and submitit. Only verl's GPU-bound training step is replaced, by
+tests/slurm/stand_in_train.py through `debug.train_command_override`; the plan, verl's own config
+validation, preflight, the snapshot, the Slurm request, the code snapshot, requeue and the Ray
+bootstrap are the real ones. Every wait is bounded; jobs left behind by a failing test are
+cancelled.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+STAND_IN = REPO / "tests" / "slurm" / "stand_in_train.py"
+SWEEP_TIMEOUT_S = 300
+SECRETS = {"WANDB_API_KEY": "wandb-secret-0123456789", "HF_TOKEN": "hf_secret_token_abcdef",
+           "QE_SCORER_TOKEN": "scorer-secret-xyz987", "AWS_SECRET_ACCESS_KEY": "aws-secret-key-42424242"}
+
+
+def stand_in(*args: str) -> str:
+    return " ".join([sys.executable, str(STAND_IN), *args])
+
+
+def files_under(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []
+
+
+class Sweep:
+    """One sweep of a test: its dirs, the command, and what Slurm and the launcher say about it."""
+
+    def __init__(self, tmp_path: Path, partition: str, checkout: Path = REPO):
+        self.tmp, self.checkout = tmp_path, checkout
+        self.dir = tmp_path / "sweep"
+        self.out = tmp_path / "out"
+        self.partition = partition
+        self.procs: list[subprocess.Popen] = []
+
+    def fake_inputs(self) -> list[str]:
+        """A model dir and parquet files where preflight looks (the stand-in never reads them)."""
+        (self.tmp / "models" / "Qwen2.5-3B").mkdir(parents=True, exist_ok=True)
+        data = self.tmp / "data" / "wmt_zh_en"
+        data.mkdir(parents=True, exist_ok=True)
+        for name in ("train.parquet", "val.parquet"):
+            (data / name).touch()
+        return [f"paths.model_root={self.tmp}/models", f"paths.data_root={self.tmp}/data"]
+
+    def command(self, args: list[str]) -> list[str]:
+        return [sys.executable, "-m", "src.launch", "--multirun", "hydra/launcher=slurm",
+                f"slurm.partition={self.partition}", f"hydra.sweep.dir={self.dir}",
+                f"paths.output_dir={self.out}", f"paths.results_root={self.tmp}/results", *args]
+
+    def env(self, extra: dict | None = None) -> dict:
+        env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES" and not k.startswith("SLURM_")}
+        env.update(extra or {})
+        return env
+
+    def run(self, args: list[str], env_extra: dict | None = None,
+            timeout: float = SWEEP_TIMEOUT_S) -> subprocess.CompletedProcess:
+        try:
+            return subprocess.run(self.command(args), cwd=self.checkout, env=self.env(env_extra),
+                                  capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired as e:
+            pytest.fail(f"sweep did not return in {timeout}s:\n{e.stdout}\n{e.stderr}\n{self.slurm_view()}")
+
+    def start(self, args: list[str]) -> subprocess.Popen:
+        proc = subprocess.Popen(self.command(args), cwd=self.checkout, env=self.env(),
+                                stdout=open(self.tmp / "submitter.out", "w"), stderr=subprocess.STDOUT,
+                                text=True, start_new_session=True)
+        self.procs.append(proc)
+        return proc
+
+    def output(self) -> str:
+        return (self.tmp / "submitter.out").read_text()
+
+    def wait(self, proc: subprocess.Popen, timeout: float = SWEEP_TIMEOUT_S) -> int:
+        try:
+            return proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"sweep did not return in {timeout}s:\n{self.output()}\n{self.slurm_view()}")
+
+    def job_ids(self) -> list[str]:
+        """Slurm job ids from the submitit folders (<id> or <array id>_<task>)."""
+        folder = self.dir / ".submitit"
+        return sorted(p.name for p in folder.iterdir() if list(p.glob("*_submitted.pkl"))) if folder.exists() else []
+
+    def wait_for(self, what: str, predicate, timeout: float = 180) -> None:
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if time.monotonic() > deadline:
+                pytest.fail(f"{what} did not happen within {timeout}s\n{self.slurm_view()}")
+            if any(p.poll() is not None for p in self.procs):
+                pytest.fail(f"the submitter ended while waiting for {what}:\n{self.output()}")
+            time.sleep(0.5)
+
+    def summary(self) -> list[dict]:
+        return json.loads((self.dir / "summary.json").read_text())
+
+    def slurm_view(self) -> str:
+        parts = []
+        for job in self.job_ids():
+            parts.append(subprocess.run(["scontrol", "show", "job", job], capture_output=True, text=True,
+                                        timeout=15).stdout)
+            for log in (self.dir / ".submitit" / job).glob("*.out"):
+                parts.append(f"--- {log}\n{log.read_text()[-3000:]}")
+        return "\n".join(parts)
+
+    def cleanup(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(timeout=30)
+        ids = self.job_ids()
+        if ids:
+            subprocess.run(["scancel", *ids], capture_output=True, timeout=30)
+
+
+@pytest.fixture
+def sweep(slurm_cluster, tmp_path):
+    s = Sweep(tmp_path, slurm_cluster.partition)
+    yield s
+    s.cleanup()
+
+
+def sacct_tres(job_id: str, timeout_s: float = 30) -> tuple[str, dict]:
+    """(State, AllocTRES as a dict) once sacct has the job's final record (it can lag the job's end)."""
+    deadline, last = time.monotonic() + timeout_s, ""
+    while time.monotonic() < deadline:
+        last = subprocess.run(["sacct", "-j", job_id, "-X", "-n", "-P", "-o", "JobID,State,AllocTRES"],
+                              capture_output=True, text=True, timeout=15).stdout
+        for line in last.splitlines():
+            jid, state, tres = line.split("|")
+            if jid == job_id and tres and state.split()[0] not in {"PENDING", "RUNNING", "COMPLETING", "REQUEUED"}:
+                return state, dict(kv.split("=", 1) for kv in tres.split(","))
+        time.sleep(0.5)
+    pytest.fail(f"sacct has no final record of {job_id} after {timeout_s}s: {last!r}")
+
+
+def scontrol_field(job_id: str, field: str) -> str:
+    out = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True, timeout=15).stdout
+    match = re.search(rf"\b{field}=(\S+)", out)
+    return match.group(1) if match else ""
+
+
+# ------------------------------------------------------------------------------ tests
+def test_dry_run_sweep_2_rewards_x_2_gpu_counts_asks_slurm_what_the_plan_says(sweep):
+    res = sweep.run(["reward=comet,xcomet_xl", "gpus=2,4", "dry_run=true"], env_extra=SECRETS)
+    assert res.returncode == 0, res.stdout + res.stderr
+    rows = sweep.summary()
+    assert [r["state"] for r in rows] == ["succeeded"] * 4, rows
+    assert "summary: 4 succeeded, 0 failed" in res.stderr
+
+    for row in rows:
+        run_dir = Path(row["run_dir"])
+        plan = json.loads((run_dir / "snapshot" / "plan.json").read_text())
+        verl = yaml.safe_load((run_dir / "snapshot" / "verl_config.yaml").read_text())
+        assert verl["trainer"]["n_gpus_per_node"] == plan["gpus_per_node"]
+        assert f"gpus='{plan['gpus_per_node']}'" in row["overrides"]
+        # what Slurm granted is what the plan derived: training GPUs and Ray's 3G+10 CPUs
+        state, tres = sacct_tres(row["job_id"])
+        assert state == "COMPLETED"
+        assert tres["gres/gpu"] == str(plan["node_gpus"]) == str(plan["gpus_per_node"]), tres
+        assert tres["cpu"] == str(plan["node_cpus"]) == str(3 * plan["gpus_per_node"] + 10), tres
+        assert scontrol_field(row["job_id"], "TresPerNode") == f"gres:gpu:{plan['node_gpus']}"
+        # the job ran from the code copied at submission, not from the checkout
+        assert (run_dir / "snapshot" / "git.txt").read_text().startswith(f"code snapshot: {sweep.dir / 'code'}")
+
+    # one job array per distinct request: the two gpus=2 jobs share one, the two gpus=4 jobs another
+    arrays = {r["job_id"].split("_")[0] for r in rows}
+    assert len(arrays) == 2, rows
+    for array in arrays:
+        sbatch = (sweep.dir / ".submitit" / array / f"{array}_submission.sh").read_text()
+        for line in ("#SBATCH --requeue", "#SBATCH --signal=USR2@300", f"#SBATCH --chdir={sweep.dir / 'code'}",
+                     f"#SBATCH --partition={sweep.partition}", "#SBATCH --ntasks-per-node=1",
+                     "export HF_HUB_OFFLINE=1", "export WANDB_MODE='offline'", "export HF_HOME="):
+            assert line in sbatch, (line, sbatch)
+
+    # no secret from the submitter's environment anywhere: sbatch scripts, pickles, logs, snapshots
+    written = files_under(sweep.dir) + files_under(sweep.out)
+    assert any(p.name.endswith("_submitted.pkl") for p in written)
+    for path in written:
+        data = path.read_bytes()
+        for name, value in SECRETS.items():
+            assert value.encode() not in data, f"{name} leaked into {path}"
+    for value in SECRETS.values():
+        assert value not in res.stdout + res.stderr
+
+
+def test_failed_jobs_are_named_with_error_and_log_while_the_others_return(sweep, slurm_cluster):
+    # scorer.placement=dedicated: a job asks for 2 training GPUs + its scorer GPUs. With 1 scorer
+    # GPU the two jobs run, one of them fails in its run; with as many scorer GPUs as the node has
+    # GPUs, sbatch refuses that array, and the rest of the sweep still runs and returns.
+    too_many = slurm_cluster.gpus
+    ok, bad = stand_in(), stand_in("--exit 5")
+    res = sweep.run(["gpus=2", "scorer.placement=dedicated", f"scorer.dedicated_gpus=1,{too_many}",
+                     f"debug.train_command_override='{ok}','{bad}'"] + sweep.fake_inputs())
+    assert res.returncode == 1, res.stdout + res.stderr
+    rows = sweep.summary()
+    assert [r["state"] for r in rows] == ["succeeded", "failed", "failed", "failed"], rows
+    ran_ok, run_failed = rows[0], rows[1]
+    assert "scorer.dedicated_gpus=1" in ran_ok["overrides"] and "scorer.dedicated_gpus=1" in run_failed["overrides"]
+    # the submitting terminal names the job, its overrides, its error and its log
+    report = next(line for line in res.stderr.splitlines() if line.startswith("[sweep] FAILED #1 job "))
+    assert f"#1 job {run_failed['job_id']}" in report and "--exit 5" in report, report
+    assert "training command exited with code 5" in report and "failing on purpose" in report, report
+    assert f"log: {run_failed['log']}" in res.stderr
+    assert "failing on purpose with exit code 5" in Path(run_failed["log"]).read_text()
+    for refused in rows[2:]:
+        assert f"scorer.dedicated_gpus={too_many}" in refused["overrides"]
+        assert refused["error"].startswith("sbatch refused the job") and refused["cpus_per_task"] == 16, refused
+        assert refused["gpus_per_node"] == 2 + too_many
+    assert "summary: 1 succeeded, 3 failed" in res.stderr
+    assert res.stderr.strip().splitlines()[-1].startswith("3 of 4 jobs of the sweep failed"), res.stderr[-2000:]
+
+    # the other job finished its run (the stand-in wrote its checkpoint) and returned
+    seen = json.loads((Path(ran_ok["run_dir"]) / "stand_in.jsonl").read_text().splitlines()[0])
+    assert (Path(seen["checkpoint_dir"]) / "latest_checkpointed_iteration.txt").exists()
+    # training sees its 2 GPUs only; the third of the allocation is the scorer's
+    assert len(seen["cuda_visible_devices"].split(",")) == 2, seen
+    assert seen["wandb_mode"] == "offline" and seen["hf_hub_offline"] == "1"
+    # the training processes run from, and import `src` from, the code copied at submission
+    assert seen["cwd"] == str(sweep.dir / "code") == seen["pythonpath"].split(os.pathsep)[0]
+    for row in (ran_ok, run_failed):
+        state, tres = sacct_tres(row["job_id"])
+        assert tres["gres/gpu"] == "3" and tres["cpu"] == "16", tres
+        # Slurm says COMPLETED for both: the failed run was caught in the job and returned as an error
+        assert state == "COMPLETED"
+
+
+def test_requeued_job_resumes_in_the_same_run_dir_from_the_first_attempts_checkpoint(sweep):
+    proc = sweep.start(["gpus=2", f"debug.train_command_override='{stand_in('--wait-for-requeue')}'"]
+                       + sweep.fake_inputs())
+    sweep.wait_for("the first attempt's checkpoint", lambda: any(sweep.dir.glob("*/stand_in.waiting")))
+    run_dir = next(sweep.dir.glob("*/stand_in.waiting")).parent
+    (job_id,) = sweep.job_ids()
+    subprocess.run(["scontrol", "requeue", job_id], check=True, capture_output=True, timeout=30)
+    # Slurm holds a requeued job back for its credential lifetime (120 s by default): once it is
+    # pending again, let it start now
+    seen_pending = []
+
+    def restarted() -> bool:
+        state = scontrol_field(job_id, "JobState")
+        if state == "PENDING":
+            seen_pending.append(True)
+            subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], capture_output=True, timeout=30)
+        second_start = len((run_dir / "stand_in.jsonl").read_text().splitlines()) > 1
+        return (bool(seen_pending) and state != "PENDING") or second_start
+    sweep.wait_for("the requeued job to start again", restarted, timeout=120)
+    assert sweep.wait(proc) == 0, sweep.output()
+
+    starts = [json.loads(line) for line in (run_dir / "stand_in.jsonl").read_text().splitlines()]
+    assert [s["slurm_restart"] for s in starts] == [0, 1], starts
+    first, second = starts
+    assert second["run_dir"] == first["run_dir"] == str(run_dir)
+    assert second["checkpoint_dir"] == first["checkpoint_dir"]
+    assert (first["resumed"], second["resumed"]) == (False, True)
+    assert second["resume_mode"] == "auto"
+    assert second["wandb_run_id"] == first["wandb_run_id"] and second["wandb_resume"] == "allow"
+    attempts = (run_dir / "attempts.jsonl").read_text().splitlines()
+    assert [json.loads(a)["slurm_restart"] for a in attempts] == [0, 1]
+    assert [p.name for p in run_dir.iterdir() if p.name.startswith("snapshot")] == ["snapshot"]
+    assert sweep.summary()[0]["state"] == "succeeded"
+
+
+def test_multi_node_ray_bootstrap_head_and_worker_on_one_host(sweep):
+    res = sweep.run(["gpus=2", "nodes=2", "debug.nodes_as_tasks=true",
+                     f"debug.train_command_override='{stand_in('--ray-nodes 2')}'"] + sweep.fake_inputs())
+    assert res.returncode == 0, res.stdout + res.stderr + sweep.slurm_view()
+    (row,) = sweep.summary()
+    run_dir = Path(row["run_dir"])
+    verl = yaml.safe_load((run_dir / "snapshot" / "verl_config.yaml").read_text())
+    assert verl["trainer"]["nnodes"] == 2 and verl["ray_kwargs"]["ray_init"]["num_cpus"] is None
+    seen = json.loads((run_dir / "stand_in.jsonl").read_text())
+    # verl's stand-in joined one Ray cluster of two nodes through RAY_ADDRESS
+    assert seen["ray_nodes"] == 2 and len(set(seen["ray_node_manager_ports"])) == 2, seen
+    (rendezvous,) = (run_dir / "ray").iterdir()
+    assert rendezvous.name == f"{row['job_id']}.0"
+    head = json.loads((rendezvous / "head.json").read_text())
+    assert seen["ray_address"] == head["address"]
+    assert (rendezvous / "done").exists() and (rendezvous / "left-1").exists()   # the worker left first
+
+    def flags(script: Path) -> dict:
+        cmd = script.read_text().splitlines()[-1].split()
+        return dict(a[2:].split("=", 1) for a in cmd if a.startswith("--") and "=" in a)
+
+    def ports(node: dict) -> set:
+        fixed = {int(v) for k, v in node.items() if k.endswith("port") and "worker" not in k}
+        return fixed | set(range(int(node["min-worker-port"]), int(node["max-worker-port"]) + 1))
+
+    node0, node1 = flags(rendezvous / "node-0.sh"), flags(rendezvous / "node-1.sh")
+    assert node1["address"] == head["address"]
+    assert not ports(node0) & ports(node1), (node0, node1)   # head and worker on one host: distinct ports
+    assert node0["temp-dir"] != node1["temp-dir"]
+    assert all(row["job_id"] in node["temp-dir"] for node in (node0, node1))  # ... and per job
+    # everything stopped: no process names either node's temp dir
+    leftover = subprocess.run(["pgrep", "-f", "-a", f"/tmp/qe-rl-ray/{row['job_id']}-"], capture_output=True,
+                              text=True, timeout=15).stdout
+    assert leftover == "", leftover
+    state, tres = sacct_tres(row["job_id"])
+    assert state == "COMPLETED" and tres["gres/gpu"] == "4", tres   # 2 simulated nodes x 2 GPUs
+    for node in (node0, node1):
+        shutil.rmtree(node["temp-dir"], ignore_errors=True)
+
+
+def test_a_queued_job_runs_the_code_and_config_as_submitted(slurm_cluster, tmp_path):
+    checkout = tmp_path / "checkout"
+    for name in ("src", "conf", "hydra_plugins", "sweeps", "pyproject.toml"):
+        src = REPO / name
+        if src.is_dir():
+            shutil.copytree(src, checkout / name, ignore=shutil.ignore_patterns("__pycache__", "local"))
+        else:
+            shutil.copy2(src, checkout / name)
+    sweep = Sweep(tmp_path, slurm_cluster.partition, checkout=checkout)
+    try:
+        # held at submission, so the job surely starts after the edits below
+        proc = sweep.start(["dry_run=true", "+hydra.launcher.additional_parameters.hold=true"])
+        sweep.wait_for("the submission", lambda: bool(sweep.job_ids()), timeout=60)
+        (job_id,) = sweep.job_ids()
+        assert scontrol_field(job_id, "JobState") == "PENDING"
+
+        config = checkout / "conf" / "config.yaml"
+        text = config.read_text()
+        assert "  save_freq: 50\n" in text
+        config.write_text(text.replace("  save_freq: 50\n", "  save_freq: 7\n"))
+        with open(checkout / "src" / "plan.py", "a") as f:
+            f.write("\nraise RuntimeError('src/plan.py edited after submission')\n")
+        broken = subprocess.run([sys.executable, "-c", "import src.plan"], cwd=checkout, capture_output=True,
+                                text=True, timeout=60)
+        assert "edited after submission" in broken.stderr  # the edit would break a job that read the checkout
+
+        subprocess.run(["scontrol", "release", job_id], check=True, capture_output=True, timeout=30)
+        assert sweep.wait(proc) == 0, sweep.output()
+        (row,) = sweep.summary()
+        snap = Path(row["run_dir"]) / "snapshot"
+        assert yaml.safe_load((snap / "composed.yaml").read_text())["trainer"]["save_freq"] == 50
+        assert yaml.safe_load((snap / "verl_config.yaml").read_text())["trainer"]["save_freq"] == 50
+        assert "save_freq: 50" in (sweep.dir / "code" / "conf" / "config.yaml").read_text()
+        # data, results and outputs still go to the checkout the user submitted from
+        assert json.loads((sweep.dir / "code" / "CODE_SNAPSHOT.json").read_text())["checkout"] == str(checkout)
+    finally:
+        sweep.cleanup()
