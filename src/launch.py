@@ -25,7 +25,7 @@ from pathlib import Path
 from hydra.errors import CompactHydraException
 from omegaconf import OmegaConf
 
-from src import node_services, preflight, ray_cluster, runner, snapshot, slurm_request
+from src import node_services, preflight, ray_cluster, runner, scorer_process, snapshot, slurm_request
 from src.plan import PlanError, RunPlan, build_plan
 from src.resolvers import CODE_ROOT, register_resolvers
 
@@ -123,7 +123,7 @@ def precheck(overrides: list[str], multirun: bool, environ: dict | None = None) 
         combos = _combinations(overrides, multirun, sweeper_params)
         for combo in combos:
             composed = compose_config([o for o in combo if not _is_hydra_override(o)])
-            plan = build_plan(composed, run_dir="<run dir>")
+            plan = build_plan(composed, run_dir="<run dir>", gpu_memory_gb=_detected_gpu_memory(composed, environ))
             refusal = None if on_slurm else _outside_multi_node_job(plan, composed["dry_run"],
                                                                      ray_cluster.slurm_task(environ))
             if refusal:
@@ -166,7 +166,7 @@ def run(composed: dict, overrides: list[str], run_dir: Path, environ: dict | Non
     environ = dict(os.environ if environ is None else environ)
     dry = bool(composed["dry_run"])
     try:
-        plan = build_plan(composed, run_dir=str(run_dir))
+        plan = build_plan(composed, run_dir=str(run_dir), gpu_memory_gb=_detected_gpu_memory(composed, environ))
         task = ray_cluster.slurm_task(environ)
         refusal = _outside_multi_node_job(plan, dry, task)
         if refusal:
@@ -179,7 +179,7 @@ def run(composed: dict, overrides: list[str], run_dir: Path, environ: dict | Non
     elif task.rank > 0:
         # nodes 1..K-1 of a multi-node job: no snapshot, no verl; a Ray worker (and scorer) only
         if not dry:
-            _worker_node(plan, task, run_dir, environ)
+            _worker_node(composed, plan, task, run_dir, environ)
     elif dry:
         _run_node0(composed, overrides, run_dir, environ, plan, task)
     else:
@@ -202,7 +202,7 @@ def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dic
             raise UsageError(f"verl rejected the config: {_one_line(exc)}") from None
         command = train_command(composed, run_dir)
         if not dry:
-            preflight.run(plan, environ)
+            preflight.run(plan, environ, scorer=_scorer_enabled(composed))
         verl_yaml = verl_config.to_yaml(verl_cfg)
         snap = snapshot.reuse(run_dir, verl_yaml)
         if snap is not None:
@@ -224,18 +224,29 @@ def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dic
     _record_attempt(run_dir, task, command)
     env, scorer_devices = _run_env(plan, environ)
     rank = task.rank if task is not None else 0
-    services = [lambda e: node_services.scorer(plan, rank, run_dir, e, scorer_devices)]
+    # the scorer first: its URL and token are in the env of everything started after it (this
+    # node's Ray head, verl and its reward workers)
+    stop = runner.TrainingStop()
+    services = [lambda e: node_services.scorer(plan, rank, run_dir, e, scorer_devices, on_fatal=stop,
+                                               enabled=_scorer_enabled(composed))]
     if plan.nodes > 1:
         # Ray gets the CPUs Slurm granted this task and the training GPUs (not the scorer's)
         services.append(lambda e: ray_cluster.head(task, plan.nodes, task.cpus or plan.node_cpus, plan.gpus_per_node,
                                                    run_dir, e))
     log = run_dir / "train.log"
     try:
-        code = runner.run(command, env=env, log_path=log, services=services)
-    except ray_cluster.RayBootstrapError as exc:
+        code = runner.run(command, env=env, log_path=log, services=services, stop=stop)
+    except (ray_cluster.RayBootstrapError, scorer_process.ScorerError, runner.ServiceFailure) as exc:
         raise RunError(str(exc)) from None
     if code != 0:
         raise RunError(f"training command exited with code {code}; log: {log}{_last_line(log)}", code)
+
+
+def _detected_gpu_memory(composed: dict, environ: dict) -> float | None:
+    """GiB per GPU read from the visible GPUs, only when memory.gpu_gb is null (the plan stays pure)."""
+    if (composed.get("memory") or {}).get("gpu_gb") is not None:
+        return None
+    return preflight.gpu_memory_gb(environ)
 
 
 def _outside_multi_node_job(plan: RunPlan, dry: bool, task) -> str | None:
@@ -253,6 +264,10 @@ def train_command(composed: dict, run_dir: Path) -> list[str]:
     if override:
         return shlex.split(override)
     return runner.verl_command(sys.executable, run_dir / snapshot.SNAPSHOT, run_dir)
+
+
+def _scorer_enabled(composed: dict) -> bool:
+    return not _debug(composed).get("skip_scorer")
 
 
 def _debug(composed: dict) -> dict:
@@ -276,20 +291,25 @@ def _record_attempt(run_dir: Path, task, command: list[str]) -> None:
         f.write(json.dumps(entry) + "\n")
 
 
-def _worker_node(plan: RunPlan, task, run_dir: Path, environ: dict) -> None:
+def _worker_node(composed: dict, plan: RunPlan, task, run_dir: Path, environ: dict) -> None:
     """Nodes 1..K-1: this node's scorer and Ray worker, for as long as node 0 runs."""
     try:
         try:
-            preflight.run(plan, environ)
+            preflight.run(plan, environ, scorer=_scorer_enabled(composed))
         except preflight.PreflightError as exc:
             raise RunError(f"node {task.rank}: {exc}", USAGE_EXIT) from None
         env, scorer_devices = _run_env(plan, environ)
-        with runner.SigtermAsInterrupt(), node_services.scorer(plan, task.rank, run_dir, env, scorer_devices) as extra:
-            env.update(extra)
-            try:
-                ray_cluster.run_worker(task, task.cpus or plan.node_cpus, plan.gpus_per_node, run_dir, env)
-            except ray_cluster.RayBootstrapError as exc:
-                raise RunError(str(exc)) from None
+        # a scorer that dies for good ends this node's Ray worker; verl on node 0 then fails
+        failures: list[str] = []
+        try:
+            with runner.SigtermAsInterrupt(), node_services.scorer(plan, task.rank, run_dir, env, scorer_devices,
+                                                                   on_fatal=failures.append,
+                                                                   enabled=_scorer_enabled(composed)) as extra:
+                env.update(extra)
+                ray_cluster.run_worker(task, task.cpus or plan.node_cpus, plan.gpus_per_node, run_dir, env,
+                                       abort=lambda: failures[0] if failures else None)
+        except (ray_cluster.RayBootstrapError, scorer_process.ScorerError) as exc:
+            raise RunError(str(exc)) from None
     except RunError as exc:
         # node 0 waits for this node to join its Ray cluster: tell it not to
         ray_cluster.worker_failed(run_dir, task, str(exc))

@@ -8,34 +8,57 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from src.plan import RunPlan
+from src.scorer_process import ScorerProcess
 
 
 def split_devices(plan: RunPlan, environ: dict) -> tuple[dict, str | None]:
-    """(env for training, devices for the scorer). With scorer.placement=dedicated the node has
+    """(env for training, CUDA_VISIBLE_DEVICES for the scorer; None: no scorer runs).
+
+    shared: the scorer sees the one training GPU the plan chose. dedicated: the node has
     node_gpus = training + scorer GPUs (Slurm sets CUDA_VISIBLE_DEVICES to all of them): training
-    sees the first gpus_per_node, the scorer the rest, so Ray never schedules onto the scorer's GPU."""
+    sees the first gpus_per_node, the scorer the rest, so Ray never schedules onto the scorer's GPU.
+    cpu: the scorer sees no GPU. Without CUDA_VISIBLE_DEVICES the node's GPUs are 0..node_gpus-1."""
     visible = environ.get("CUDA_VISIBLE_DEVICES")
-    if plan.scorer_gpus_per_node == 0 or not visible:
-        return {}, None
-    devices = [d.strip() for d in visible.split(",") if d.strip()]
-    training, scorer = devices[:plan.gpus_per_node], devices[plan.gpus_per_node:plan.node_gpus]
-    return {"CUDA_VISIBLE_DEVICES": ",".join(training)}, ",".join(scorer) or None
+    devices = ([d.strip() for d in visible.split(",") if d.strip()] if visible
+               else [str(i) for i in range(plan.node_gpus)])
+    training = devices[:plan.gpus_per_node]
+    training_env = {"CUDA_VISIBLE_DEVICES": ",".join(training)} if plan.scorer_gpus_per_node else {}
+    s = plan.scorer
+    if s is None:
+        return training_env, None
+    if s.placement == "shared":
+        scorer = training[s.training_gpu_index] if s.training_gpu_index < len(training) else str(s.training_gpu_index)
+    elif s.placement == "dedicated":
+        scorer = ",".join(devices[plan.gpus_per_node:plan.node_gpus])
+    else:
+        scorer = ""
+    return training_env, scorer
 
 
 @contextlib.contextmanager
-def scorer(plan: RunPlan, node_rank: int, run_dir: Path, environ: dict,
-           scorer_devices: str | None) -> Iterator[dict]:
-    """HOOK for the QE scoring service (src/scorer, own env .venv-scorer): one per node.
+def scorer(plan: RunPlan, node_rank: int, run_dir: Path, environ: dict, scorer_devices: str | None,
+           on_fatal: Callable[[str], None], enabled: bool = True) -> Iterator[dict]:
+    """This node's QE scoring service (src/scorer in .venv-scorer) for as long as the block runs.
 
-    To wire it: start `<scorer.python> -m src.scorer.serve --config <run dir>/scorer-<rank>.yaml
-    --ready-file <run dir>/scorer-<rank>.ready.json` with CUDA_VISIBLE_DEVICES=scorer_devices
-    (dedicated) or the training GPUs (shared) and QE_SCORER_TOKEN in its environment only, wait
-    for the ready file, yield {"QE_SCORER_URL": <url from the ready file>} so this node's reward
-    workers reach their local scorer, and SIGTERM it on exit. Until then nothing is started and
-    rewards that need a scorer cannot run (dry runs and the tests' stand-in do not need one).
-    """
-    del plan, node_rank, run_dir, environ, scorer_devices
-    yield {}
+    Yields QE_SCORER_URL / QE_SCORER_TOKEN / QE_SCORER_LOG for the processes started after it: on a
+    single node verl (whose Ray workers inherit them), on a multi-node job this node's `ray start`,
+    whose workers (the reward workers of this node) inherit them, so each node's reward workers use
+    their own node's service on 127.0.0.1. Nothing is started when the reward needs no QE model or
+    `enabled` is false (debug.skip_scorer). `on_fatal(reason)`: the service died for good during
+    training (src/scorer_process.py)."""
+    if plan.scorer is None or not enabled:
+        yield {}
+        return
+    service = ScorerProcess(plan.scorer, Path(run_dir) / "scorer", f"node-{node_rank}", environ, scorer_devices,
+                            on_fatal)
+    try:
+        env = service.start()
+        print(f"QE scorer (node {node_rank}) ready at {env['QE_SCORER_URL']} "
+              f"({', '.join(m.name for m in plan.scorer.models)}; {plan.scorer.placement}); log: {service.log_path}",
+              flush=True)
+        yield env
+    finally:
+        service.stop()

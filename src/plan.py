@@ -11,6 +11,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
+from src.memory_plan import ActorShape, MemoryInputs, MemoryPlan, ScorerModel, plan_memory
 from src.verl_rules import RULES, BatchValues, Rule, check
 
 
@@ -59,6 +60,30 @@ class BatchPlan:
 
 
 @dataclass(frozen=True)
+class ScorerModelSpec:
+    name: str
+    path: str
+    kind: str
+    encoder: Optional[str]
+
+
+@dataclass(frozen=True)
+class ScorerPlan:
+    """The QE scoring service each node runs (src/node_services.py starts it from this)."""
+    placement: str                  # shared | dedicated | cpu
+    device: str                     # the service's `device`: cuda (sees only its own GPU(s)) or cpu
+    # shared: index among this node's training GPUs the service runs on (the last one: rank 0's GPU
+    # also hosts verl's driver-side allocations); None otherwise
+    training_gpu_index: Optional[int]
+    dtype: str
+    python: str
+    batch_tokens: int
+    ready_timeout_s: float
+    restarts: int
+    models: tuple[ScorerModelSpec, ...]
+
+
+@dataclass(frozen=True)
 class RunPlan:
     model: str
     model_path: str
@@ -95,13 +120,18 @@ class RunPlan:
     wandb_offline: bool
     device: str
     accelerator_env: dict
+    # vLLM's share: model.gpu_memory_utilization lowered to what the memory plan leaves free
     gpu_memory_utilization: float
+    # None when the reward needs no QE model: no service is started
+    scorer: Optional[ScorerPlan]
+    memory: MemoryPlan
     # verl keys the user passed through `verl.*` (batch pins removed; they live in `batch`)
     verl_passthrough: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["batch"]["samples_per_step"] = self.batch.samples_per_step
+        d["memory"]["fits"] = self.memory.fits
         return d
 
 
@@ -278,8 +308,128 @@ def _node_resources(cfg: dict, gpus_per_node: int) -> tuple[int, int]:
     return scorer_gpus, cpus
 
 
-def build_plan(cfg: dict, run_dir: str) -> RunPlan:
-    """The whole run plan from the composed, resolved config (a plain dict)."""
+def _scorer_plan(cfg: dict, models: list[str], gpus_per_node: int) -> Optional[ScorerPlan]:
+    """Where and how each node runs its QE service; None when no QE model is needed."""
+    if not models:
+        return None
+    scorer = cfg["scorer"]
+    placement = scorer["placement"]
+    specs = []
+    for name in models:
+        m = scorer["models"][name]
+        for key in ("path", "kind"):
+            if not m.get(key):
+                raise PlanError(f"scorer.models.{name}.{key} is missing (conf/scorer/default.yaml: path and kind, "
+                                f"e.g. kind: xcomet)")
+        specs.append(ScorerModelSpec(name=name, path=str(m["path"]), kind=str(m["kind"]), encoder=m.get("encoder")))
+    batch_tokens = _positive_int(scorer["batch_tokens"], "scorer.batch_tokens", "scorer.batch_tokens=16384")
+    restarts = scorer.get("restarts", 1)
+    if isinstance(restarts, bool) or not isinstance(restarts, int) or restarts < 0:
+        raise PlanError(f"scorer.restarts must be an integer >= 0, got {restarts!r} (e.g. scorer.restarts=1)")
+    timeout = scorer["ready_timeout_s"]
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+        raise PlanError(f"scorer.ready_timeout_s must be a positive number, got {timeout!r}")
+    dtype = scorer["dtype"]
+    if dtype not in ("bf16", "fp16", "fp32"):
+        raise PlanError(f"scorer.dtype must be bf16, fp16 or fp32, got {dtype!r} (e.g. scorer.dtype=bf16)")
+    on_gpu = placement in ("shared", "dedicated")
+    return ScorerPlan(placement=placement, device="cuda" if on_gpu else "cpu",
+                      training_gpu_index=gpus_per_node - 1 if placement == "shared" else None,
+                      # bf16/fp16 are autocast on CUDA; the CPU path runs fp32
+                      dtype=dtype if on_gpu else "fp32", python=str(scorer["python"]), batch_tokens=batch_tokens,
+                      ready_timeout_s=float(timeout), restarts=restarts, models=tuple(specs))
+
+
+# verl keys (under the `verl` passthrough) the memory plan reads, with verl 0.9.1's defaults
+OFFLOAD_KEYS = {
+    "actor_param_offload": ("actor_rollout_ref.actor.fsdp_config.param_offload", False),
+    "actor_optimizer_offload": ("actor_rollout_ref.actor.fsdp_config.optimizer_offload", False),
+    "ref_param_offload": ("actor_rollout_ref.ref.fsdp_config.param_offload", False),
+}
+DTYPE_KEYS = {"actor_dtype": ("actor_rollout_ref.actor.fsdp_config.model_dtype", "fp32"),
+              "ref_dtype": ("actor_rollout_ref.ref.fsdp_config.model_dtype", "fp32")}
+MAX_NUM_SEQS = ("actor_rollout_ref.rollout.max_num_seqs", 256)
+
+
+def _scorer_shapes(cfg: dict, names: list[str]) -> tuple[ScorerModel, ...]:
+    shapes = []
+    for name in names:
+        m = cfg["scorer"]["models"][name]
+        shape = m.get("encoder_shape") or {}
+        if not m.get("params_b") or not all(shape.get(k) for k in ("layers", "hidden", "ffn", "heads")):
+            raise PlanError(f"scorer.models.{name} needs params_b and encoder_shape {{layers, hidden, ffn, heads}} "
+                            f"for the memory plan (see conf/scorer/default.yaml)")
+        shapes.append(ScorerModel(name=name, params_b=float(m["params_b"]), layers=shape["layers"],
+                                  hidden=shape["hidden"], ffn=shape["ffn"], heads=shape["heads"]))
+    return tuple(shapes)
+
+
+def _memory_inputs(cfg: dict, batch: BatchPlan, world_size: int, gpu_gb: float, scorer_models: list[str],
+                   placement: str, passthrough: dict) -> MemoryInputs:
+    model, data, memory, scorer = cfg["model"], cfg["data"], cfg["memory"], cfg["scorer"]
+    max_seq = data["max_prompt_length"] + data["max_response_length"]
+    reserve = memory["reserve_gb"]
+    if isinstance(reserve, bool) or not isinstance(reserve, (int, float)) or reserve < 0:
+        raise PlanError(f"memory.reserve_gb must be a number >= 0, got {reserve!r} (e.g. memory.reserve_gb=4)")
+    flags = {attr: bool(passthrough.get(key, default)) for attr, (key, default) in OFFLOAD_KEYS.items()}
+    dtypes = {attr: str(passthrough.get(key, default)) for attr, (key, default) in DTYPE_KEYS.items()}
+    micro = batch.max_token_len_per_gpu if batch.dynamic_bsz else batch.mu * max_seq
+    return MemoryInputs(
+        gpu_gb=float(gpu_gb), reserve_gb=float(reserve),
+        actor=ActorShape(params_b=float(model["params_b"]), layers=model["num_layers"], hidden=model["hidden_size"],
+                         heads=model["num_attention_heads"], kv_heads=model["num_kv_heads"], vocab=model["vocab_size"]),
+        world_size=world_size, tp=batch.tp, samples_per_step=batch.samples_per_step, max_seq_len=max_seq,
+        micro_tokens=micro, max_num_seqs=int(passthrough.get(MAX_NUM_SEQS[0], MAX_NUM_SEQS[1])),
+        use_ref=bool(cfg["algo"]["use_kl_loss"]), vllm_share_ceiling=float(model["gpu_memory_utilization"]),
+        scorer_placement=placement if scorer_models else None, scorer_dtype=scorer["dtype"],
+        scorer_batch_tokens=scorer["batch_tokens"], scorer_models=_scorer_shapes(cfg, scorer_models),
+        **flags, **dtypes)
+
+
+def _gpu_gb(cfg: dict, detected: Optional[float]) -> float:
+    configured = cfg["memory"].get("gpu_gb")
+    if configured is None:
+        if detected is None:
+            raise PlanError("memory.gpu_gb is null (read it from the GPUs) but no GPU is visible here to read it "
+                            "from; set memory.gpu_gb=80 (GiB per card)")
+        return float(detected)
+    if isinstance(configured, bool) or not isinstance(configured, (int, float)) or configured <= 0:
+        raise PlanError(f"memory.gpu_gb must be a positive number of GiB or null, got {configured!r} "
+                        f"(e.g. memory.gpu_gb=80)")
+    return float(configured)
+
+
+def _refuse_memory(cfg: dict, inputs: MemoryInputs, mem: MemoryPlan, scorer_models: list[str],
+                   placement: str) -> PlanError:
+    """One line: what does not fit, with the numbers, and which alternatives would fit."""
+    from dataclasses import replace
+
+    alternatives = []
+    if "xcomet_xxl" in scorer_models and "xcomet_xl" in cfg["scorer"]["models"]:
+        swapped = list(dict.fromkeys("xcomet_xl" if m == "xcomet_xxl" else m for m in scorer_models))
+        alternatives.append(("XCOMET-XL instead of XXL (reward.span_model=xcomet_xl)",
+                             replace(inputs, scorer_models=_scorer_shapes(cfg, swapped))))
+    if placement == "shared" and scorer_models:
+        alternatives.append(("scorer.placement=dedicated", replace(inputs, scorer_placement="dedicated")))
+    if not (inputs.actor_param_offload and inputs.actor_optimizer_offload
+            and (inputs.ref_param_offload or not inputs.use_ref)):
+        keys = [k for k, _ in OFFLOAD_KEYS.values() if inputs.use_ref or ".ref." not in k]
+        alternatives.append(("offload (" + " ".join(f"+verl.{k}=true" for k in keys) + ")",
+                             replace(inputs, actor_param_offload=True, actor_optimizer_offload=True,
+                                     ref_param_offload=True)))
+    fitting = [name for name, x in alternatives if plan_memory(x).fits]
+    tried = [name.split(" (")[0] for name, _ in alternatives]
+    hint = ("alternatives that fit: " + "; ".join(fitting) if fitting else
+            f"none of {', '.join(tried)} fits alone: combine them or use more GPUs (gpus=, nodes=)"
+            if tried else "use more GPUs (gpus=, nodes=)")
+    scorer = f"scorer {'+'.join(scorer_models)} {placement}" if scorer_models else "no scorer"
+    return PlanError(f"memory plan: {cfg['model']['name']} on {inputs.world_size} GPU(s) of {inputs.gpu_gb:g} GiB "
+                     f"with {scorer} does not fit: {'; '.join(mem.problems)}; {hint}")
+
+
+def build_plan(cfg: dict, run_dir: str, gpu_memory_gb: Optional[float] = None) -> RunPlan:
+    """The whole run plan from the composed, resolved config (a plain dict). `gpu_memory_gb`: what
+    the launcher read from the visible GPUs, used when memory.gpu_gb is null."""
     gpus_per_node = _positive_int(cfg["gpus"]["per_node"], "gpus (GPUs per node)", "gpus=4")
     nodes = _positive_int(cfg["nodes"], "nodes", "nodes=2")
     world_size = gpus_per_node * nodes
@@ -314,6 +464,22 @@ def build_plan(cfg: dict, run_dir: str) -> RunPlan:
     passthrough = {k: v for k, v in flatten(cfg.get("verl") or {}).items()
                    if k not in PIN_KEYS.values()}
     scorer_gpus, node_cpus = _node_resources(cfg, gpus_per_node)
+    scorer_models = list(dict.fromkeys(scorer_models))
+    scorer_plan = _scorer_plan(cfg, scorer_models, gpus_per_node)
+    placement = cfg["scorer"]["placement"]
+    inputs = _memory_inputs(cfg, batch, world_size, _gpu_gb(cfg, gpu_memory_gb), scorer_models, placement,
+                            passthrough)
+    memory = plan_memory(inputs)
+    if not memory.fits:
+        raise _refuse_memory(cfg, inputs, memory, scorer_models, placement)
+    if memory.vllm_share != memory.vllm_share_ceiling:
+        why = (f"the shared scorer needs {memory.scorer_gb:.1f} GiB on training GPU {scorer_plan.training_gpu_index}"
+               if memory.scorer_on_training_gpu else "")
+        resident = memory.rollout_gb - memory.vllm_gb - memory.reserve_gb - (
+            memory.scorer_gb if memory.scorer_on_training_gpu else 0.0)
+        why = ("; ".join(w for w in (why, f"actor/ref stay resident during rollout ({resident:.1f} GiB)") if w)
+               + f" on a {memory.gpu_gb:g} GiB GPU with {memory.reserve_gb:g} GiB reserve")
+        adjustments.append(Adjustment("gpu_memory_utilization", memory.vllm_share_ceiling, memory.vllm_share, why))
     ckpt_dir = checkpoint_dir(cfg["paths"]["results_root"], model["name"], reward["name"], mode,
                               algo["name"], world_size, cfg["seed"])
     backends = tuple(cfg["logger"]["backends"])
@@ -327,13 +493,13 @@ def build_plan(cfg: dict, run_dir: str) -> RunPlan:
         wandb_project=f"qe-rl-{reward['name']}-{mode}-s{batch.samples_per_step}",
         wandb_run_name=f"{model['name']}-{algo['name']}-g{world_size}-seed{cfg['seed']}",
         ray_cpus_needed=ray_needed, ray_num_cpus=ray_num_cpus,
-        scorer_models=tuple(dict.fromkeys(scorer_models)),
+        scorer_models=tuple(scorer_models),
         scorer_gpus_per_node=scorer_gpus, node_gpus=gpus_per_node + scorer_gpus, node_cpus=node_cpus,
         wandb_run_id=wandb_run_id(ckpt_dir),
         train_files=data["train_files"], val_files=data["val_files"],
         max_prompt_length=data["max_prompt_length"], max_response_length=data["max_response_length"],
         logger_backends=backends, wandb_offline=bool(cfg["logger"].get("offline", False)),
         device=cfg["accelerator"]["device"], accelerator_env=dict(cfg["accelerator"].get("env") or {}),
-        gpu_memory_utilization=model["gpu_memory_utilization"],
+        gpu_memory_utilization=memory.vllm_share, scorer=scorer_plan, memory=memory,
         verl_passthrough=passthrough,
     )

@@ -9,6 +9,41 @@ from rich.table import Table
 from src.plan import RunPlan
 
 
+def scorer_where(plan: RunPlan) -> str:
+    s = plan.scorer
+    if s is None:
+        return "-"
+    if s.placement == "shared":
+        return f"shared: training GPU {s.training_gpu_index} of each node, {s.dtype}"
+    if s.placement == "dedicated":
+        return f"dedicated: {plan.scorer_gpus_per_node} own GPU(s) per node, {s.dtype}"
+    return "cpu (debugging)"
+
+
+def memory_rows(plan: RunPlan) -> list[tuple[str, str, str]]:
+    """Per-GPU memory (GiB) of the fullest GPU, formulas in src/memory_plan.py."""
+    m = plan.memory
+    offload = ", ".join(k.split(".")[-3] + "." + k.split(".")[-1] for k, v in plan.verl_passthrough.items()
+                        if k.endswith("_offload") and v) or "no offload"
+    rows = [
+        ("GPU memory per card", f"{m.gpu_gb:g} GiB", f"memory.gpu_gb; reserve {m.reserve_gb:g} GiB (contexts, NCCL)"),
+        ("actor FSDP shard per GPU", f"{m.actor_params_gb:.1f} + {m.actor_grads_gb:.1f} + {m.actor_optimizer_gb:.1f}",
+         f"params + grads + Adam, GiB ({offload})"),
+        ("reference model per GPU", f"{m.ref_gb:.1f}" if m.ref_gb else "-", "GiB (KL loss only)"),
+        ("update activations per GPU", f"{m.update_activations_gb:.1f}", "GiB: logits + checkpointed layers, one micro batch"),
+        ("vLLM weights + KV cache", f"{m.vllm_weights_gb:.1f} + {m.kv_cache_gb:.1f}",
+         f"GiB of its {m.vllm_gb:.1f}; the step needs {m.kv_needed_gb:.1f} GiB KV "
+         f"({m.rollout_seqs_per_replica} seqs per replica)"),
+    ]
+    if plan.scorer is not None and plan.scorer.placement != "cpu":
+        rows.append(("scorer GPU memory", f"{m.scorer_gb:.1f}",
+                     f"GiB: weights {m.scorer_weights_gb:.1f} + activations {m.scorer_activations_gb:.1f} "
+                     f"(batch_tokens {plan.scorer.batch_tokens}) + context"))
+    rows.append(("peak per GPU: rollout / update", f"{m.rollout_gb:.1f} / {m.update_gb:.1f}",
+                 f"GiB of {m.gpu_gb:g}" + (" (the shared scorer's GPU)" if m.scorer_on_training_gpu else "")))
+    return rows
+
+
 def render(plan: RunPlan, command: list[str], verl_config_path: str, console: Console | None = None) -> None:
     console = console or Console(width=140)
     why = {a.key: f"{a.intent} -> {a.value}: {a.reason}" for a in plan.adjustments}
@@ -31,10 +66,13 @@ def render(plan: RunPlan, command: list[str], verl_config_path: str, console: Co
          why.get("log_prob_micro_batch_per_gpu", "rollout/ref.log_prob_micro_batch_size_per_gpu")),
         ("token budget per GPU", b.max_token_len_per_gpu or "-", "dynamic bsz only"),
         ("rollout tensor parallel", b.tp, why.get("rollout_tp", "rollout.tensor_model_parallel_size")),
-        ("vLLM memory share", plan.gpu_memory_utilization, "rollout.gpu_memory_utilization"),
+        ("vLLM memory share", plan.gpu_memory_utilization,
+         why.get("gpu_memory_utilization", "rollout.gpu_memory_utilization")),
+        *memory_rows(plan),
         ("Ray logical CPUs", f"{plan.ray_num_cpus or 'from cluster'} (need {plan.ray_cpus_needed})",
          "ray_kwargs.ray_init.num_cpus"),
-        ("scorer models", ", ".join(plan.scorer_models), "QE scoring service"),
+        ("scorer models", ", ".join(plan.scorer_models) or "none (no service started)", "QE scoring service"),
+        ("scorer placement", scorer_where(plan), "scorer.placement"),
         ("per node: GPUs, CPUs", f"{plan.node_gpus}, {plan.node_cpus}",
          f"Slurm request per node ({plan.scorer_gpus_per_node} dedicated scorer GPU(s))"),
         ("checkpoint dir", plan.checkpoint_dir, "trainer.default_local_dir"),

@@ -49,7 +49,47 @@ def allocated_cpus(environ: dict) -> int:
     return len(os.sched_getaffinity(0))
 
 
-def run(plan: RunPlan, environ: dict, cpu_count: int | None = None, gpus_per_node_needed: int | None = None) -> None:
+def gpu_memory_gb(environ: dict) -> float | None:
+    """Memory of the smallest visible GPU in GiB (nvidia-smi's MiB / 1024), None without GPUs.
+    Used for the memory plan when memory.gpu_gb is null."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    cmd = [smi, "--query-gpu=memory.total", "--format=csv,noheader,nounits"]
+    visible = environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        ids = [d.strip() for d in visible.split(",") if d.strip() and d.strip() != "-1"]
+        if not ids:
+            return None
+        cmd.append("--id=" + ",".join(ids))
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    sizes = [float(line) for line in out.stdout.split() if line.replace(".", "", 1).isdigit()]
+    return min(sizes) / 1024 if out.returncode == 0 and sizes else None
+
+
+def check_scorer(plan: RunPlan) -> None:
+    """The QE service can start: its env's python and every checkpoint it loads exist. (It would fail
+    on its own too, but only after the snapshot is written and with the run half started.)"""
+    s = plan.scorer
+    if s is None:
+        return
+    if not Path(s.python).is_file():
+        raise PreflightError(f"scorer python not found at {s.python}: run `make setup` (creates .venv-scorer) or "
+                             f"set scorer.python")
+    for m in s.models:
+        if not m.path.startswith("hf:") and not Path(m.path).exists():
+            raise PreflightError(f"QE model {m.name} not found at {m.path}; put the checkpoint there or fix "
+                                 f"scorer.models.{m.name}.path (paths.model_root in conf/local/default.yaml)")
+        if m.encoder and m.encoder.startswith(("/", "./", "../")) and not Path(m.encoder).is_dir():
+            raise PreflightError(f"encoder of QE model {m.name} not found at {m.encoder} "
+                                 f"(scorer.models.{m.name}.encoder)")
+
+
+def run(plan: RunPlan, environ: dict, cpu_count: int | None = None, gpus_per_node_needed: int | None = None,
+        scorer: bool = True) -> None:
     need = gpus_per_node_needed if gpus_per_node_needed is not None else plan.node_gpus
     if plan.device == "cuda":
         found = visible_gpus(environ)
@@ -64,6 +104,8 @@ def run(plan: RunPlan, environ: dict, cpu_count: int | None = None, gpus_per_nod
         if not Path(path).exists():
             raise PreflightError(f"{what} not found at {path}; fix the path in conf/local/default.yaml "
                                  f"(paths.*) or prepare it (README: Data)")
+    if scorer:
+        check_scorer(plan)
     cpus = cpu_count if cpu_count is not None else allocated_cpus(environ)
     # per node: a multi-node job's Ray node on each host needs its own share
     needed = plan.ray_cpus_needed if plan.nodes == 1 else ray_cpus_for(plan.gpus_per_node)

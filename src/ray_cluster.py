@@ -343,8 +343,9 @@ def head(task: SlurmTask, nodes: int, num_cpus: int, num_gpus: int, run_dir: Pat
 
 
 def run_worker(task: SlurmTask, num_cpus: int, num_gpus: int, run_dir: Path, env: dict,
-               head_wait_s: float = HEAD_WAIT_S) -> int:
-    """Nodes 1..K-1: join the head once it has published its address; leave when it is done."""
+               head_wait_s: float = HEAD_WAIT_S, abort: Callable[[], Optional[str]] = lambda: None) -> int:
+    """Nodes 1..K-1: join the head once it has published its address; leave when it is done, or
+    when `abort()` names a reason (this node's QE scorer died for good)."""
     folder = rendezvous_dir(run_dir, task)
     head_file, done = folder / "head.json", folder / "done"
     deadline = time.monotonic() + head_wait_s
@@ -364,6 +365,9 @@ def run_worker(task: SlurmTask, num_cpus: int, num_gpus: int, run_dir: Path, env
     print(f"ray worker node {task.rank} joining {address} (temp dir {tmp})", flush=True)
     try:
         while not done.exists():
+            reason = abort()
+            if reason:
+                raise RayBootstrapError(f"node {task.rank}: {reason}")
             if proc.poll() is not None:
                 raise RayBootstrapError(f"node {task.rank}: ray worker exited with code {proc.returncode} "
                                         f"while the job ran; see {folder / f'node-{task.rank}.log'}")

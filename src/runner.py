@@ -3,6 +3,8 @@
 `services` is the seam for processes that must live exactly as long as training (the QE
 scoring service): each is a context manager entered before verl starts and exited on every
 path out (normal end, error, Ctrl-C, SIGTERM), and may add environment variables for verl.
+A service that fails for good while training runs (the scorer died again after its restart)
+calls a `TrainingStop`: training is terminated and `run` raises `ServiceFailure` with its reason.
 """
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Callable, ContextManager, Iterable
 
@@ -47,6 +50,37 @@ class SigtermAsInterrupt:
         return False
 
 
+class ServiceFailure(RuntimeError):
+    """A service beside training failed for good; training was stopped. One line."""
+
+
+class TrainingStop:
+    """Called (from any thread) with a reason by a service that can no longer serve training: the
+    reason is kept and the training process group gets SIGTERM (at once, or as soon as it starts)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen | None = None
+        self.reason: str | None = None
+
+    def __call__(self, reason: str) -> None:
+        with self._lock:
+            if self.reason is None:
+                self.reason = reason
+            self._terminate()
+
+    def attach(self, proc: subprocess.Popen) -> None:
+        with self._lock:
+            self._proc = proc
+            if self.reason is not None:
+                self._terminate()
+
+    def _terminate(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._proc.pid, signal.SIGTERM)
+
+
 def _stop(proc: subprocess.Popen, grace_s: float = 30.0) -> None:
     if proc.poll() is not None:
         return
@@ -62,8 +96,10 @@ def _stop(proc: subprocess.Popen, grace_s: float = 30.0) -> None:
 
 
 def run(command: list[str], env: dict, log_path: Path,
-        services: Iterable[Callable[[dict], ContextManager[dict]]] = ()) -> int:
-    """Start services, run `command` streaming to stdout and `log_path`, stop everything."""
+        services: Iterable[Callable[[dict], ContextManager[dict]]] = (), stop: TrainingStop | None = None) -> int:
+    """Start services, run `command` streaming to stdout and `log_path`, stop everything. Raises
+    ServiceFailure when a service called `stop` (training was terminated for it)."""
+    stop = stop or TrainingStop()
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with SigtermAsInterrupt(), contextlib.ExitStack() as stack:
         for service in services:
@@ -71,12 +107,17 @@ def run(command: list[str], env: dict, log_path: Path,
         with open(log_path, "a", encoding="utf-8") as log:
             proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     text=True, errors="replace", bufsize=1, start_new_session=True)
+            stop.attach(proc)
             try:
                 for line in proc.stdout:
                     line = scrub(line, env)
                     sys.stdout.write(line)
                     log.write(line)
                     log.flush()
-                return proc.wait()
+                code = proc.wait()
             finally:
                 _stop(proc)
+            if stop.reason is not None:
+                log.write(f"training stopped: {stop.reason}\n")
+                raise ServiceFailure(stop.reason)
+            return code

@@ -10,6 +10,12 @@ resumes when they exist. Each start appends what it saw to <run dir>/stand_in.js
   --wait-for-requeue   on a fresh checkpoint dir: write the checkpoint, create
                        <run dir>/stand_in.waiting and wait (bounded) to be requeued
   --ray-nodes K        join the job's Ray cluster (RAY_ADDRESS) and require K alive nodes
+  --qe-health          ask the QE scorer the runner started (QE_SCORER_URL, QE_SCORER_TOKEN) for
+                       /health and record what it says (tests/lifecycle)
+  --token-file PATH    write QE_SCORER_TOKEN there and print it (tests/lifecycle check that the
+                       runner scrubs it from train.log and that it is nowhere else on disk)
+  --hold               create <run dir>/stand_in.holding (its pid) and wait (bounded by --wait-s)
+                       until <run dir>/stand_in.release exists, like a long training run
 """
 import argparse
 import json
@@ -21,12 +27,29 @@ from pathlib import Path
 import yaml
 
 
+def qe_health() -> dict:
+    """What the runner gave this process for the QE scorer, and what /health answers with it."""
+    import urllib.request
+
+    url, token = os.environ.get("QE_SCORER_URL"), os.environ.get("QE_SCORER_TOKEN")
+    seen = {"url": url, "log": os.environ.get("QE_SCORER_LOG"), "token_set": bool(token)}
+    req = urllib.request.Request(f"{url}/health", headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        health = json.loads(resp.read())
+    seen.update(status=health["status"], pid=health["pid"], device=health["device"],
+                models=sorted(health["models"]))
+    return seen
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--exit", type=int, default=0)
     ap.add_argument("--wait-for-requeue", action="store_true")
     ap.add_argument("--wait-s", type=float, default=150.0)
     ap.add_argument("--ray-nodes", type=int, default=0)
+    ap.add_argument("--qe-health", action="store_true")
+    ap.add_argument("--token-file")
+    ap.add_argument("--hold", action="store_true")
     args = ap.parse_args()
 
     run_dir = Path(os.environ["QE_RL_RUN_DIR"])
@@ -53,6 +76,11 @@ def main() -> int:
         record["ray_nodes"] = len(alive)
         record["ray_node_manager_ports"] = sorted(n["NodeManagerPort"] for n in alive)
         ray.shutdown()
+    if args.qe_health:
+        record["qe"] = qe_health()
+    if args.token_file:
+        Path(args.token_file).write_text(os.environ.get("QE_SCORER_TOKEN", ""))
+        print(f"stand-in: my scorer token is {os.environ.get('QE_SCORER_TOKEN')}", flush=True)
     with open(run_dir / "stand_in.jsonl", "a") as f:
         f.write(json.dumps(record) + "\n")
     print(f"stand-in: {json.dumps(record)}", flush=True)
@@ -60,6 +88,15 @@ def main() -> int:
     if args.ray_nodes and record["ray_nodes"] != args.ray_nodes:
         print(f"stand-in: expected {args.ray_nodes} Ray nodes, found {record['ray_nodes']}", flush=True)
         return 4
+    if args.hold:
+        (run_dir / "stand_in.holding").write_text(str(os.getpid()))
+        print("stand-in: holding until stand_in.release", flush=True)
+        deadline = time.monotonic() + args.wait_s
+        while not (run_dir / "stand_in.release").exists():
+            if time.monotonic() > deadline:
+                print("stand-in: was not released", flush=True)
+                return 3
+            time.sleep(0.1)
     if args.exit:
         print(f"stand-in: failing on purpose with exit code {args.exit}", flush=True)
         return args.exit

@@ -48,13 +48,14 @@ class Sweep:
         self.procs: list[subprocess.Popen] = []
 
     def fake_inputs(self) -> list[str]:
-        """A model dir and parquet files where preflight looks (the stand-in never reads them)."""
+        """A model dir and parquet files where preflight looks (the stand-in never reads them), and no
+        QE scorer (the stand-in never scores; tests/lifecycle runs the real one)."""
         (self.tmp / "models" / "Qwen2.5-3B").mkdir(parents=True, exist_ok=True)
         data = self.tmp / "data" / "wmt_zh_en"
         data.mkdir(parents=True, exist_ok=True)
         for name in ("train.parquet", "val.parquet"):
             (data / name).touch()
-        return [f"paths.model_root={self.tmp}/models", f"paths.data_root={self.tmp}/data"]
+        return [f"paths.model_root={self.tmp}/models", f"paths.data_root={self.tmp}/data", "debug.skip_scorer=true"]
 
     def command(self, args: list[str]) -> list[str]:
         return [sys.executable, "-m", "src.launch", "--multirun", "hydra/launcher=slurm",

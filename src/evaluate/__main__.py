@@ -1,0 +1,5 @@
+import sys
+
+from src.evaluate.cli import main
+
+sys.exit(main())

@@ -1,0 +1,154 @@
+"""`python -m src.evaluate key=value ...`: generate, extract, score, write.
+
+Every input is checked before anything is written or started (the test set, the checkpoint and its
+shards, the responses file, vLLM's presence, the scorer's URL/token/models or the checkpoints of
+the models it would load): bad input is one line `evaluate: error: ...` and exit 2. A failure
+after that (the merger, the scorer dying) is one line and exit 1; the output dir is then untouched.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import sys
+from dataclasses import asdict
+from itertools import groupby
+from pathlib import Path
+
+from .options import EvalOptions, UsageError, parse_options
+
+EXIT_BAD_INPUT, EXIT_FAILED = 2, 1
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def default_out(data: str) -> Path:
+    from src.resolvers import PROJECT_ROOT
+
+    stamp = dt.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+    return PROJECT_ROOT / "outputs" / "eval" / f"{stamp}_{Path(data).stem}"
+
+
+class Prepared:
+    """Everything checked up front: what to generate with and where scores come from."""
+
+    def __init__(self, opts: EvalOptions):
+        from . import checkpoint, generators, testset
+
+        self.opts = opts
+        self.rows = testset.read_testset(opts.data, opts.limit)
+        self.resolved = checkpoint.resolve_checkpoint(opts.checkpoint) if opts.checkpoint else None
+        if opts.generator == "file":
+            self.generator = generators.FileGenerator(opts.responses)
+            self.generator.check(self.rows)
+        elif not generators.vllm_available():
+            raise UsageError("generator=vllm needs vLLM, which this environment lacks (run on a GPU node in the "
+                             "qe-rl conda env, or use generator=file responses=...)")
+        self.scorer_url = self.scorer_token = self.scorer_plan = None
+        if opts.qe_metrics:
+            self._check_scorer()
+        self.out = Path(opts.out) if opts.out else default_out(opts.data)
+        if self.out.exists() and not self.out.is_dir():
+            raise UsageError(f"out: {self.out} exists and is not a directory")
+
+    def _check_scorer(self) -> None:
+        from . import qe_metrics, scorer_service
+
+        o = self.opts
+        if o.scorer_url:
+            self.scorer_url, self.scorer_token = o.scorer_url.rstrip("/"), scorer_service.token_from_env()
+            qe_metrics.check_service(self.scorer_url, self.scorer_token, qe_metrics.model_names(o))
+        else:
+            self.scorer_plan = scorer_service.plan_for(o, scorer_service.composed_scorer_config())
+
+
+def _generate(p: Prepared) -> tuple[list[str], str | None]:
+    from . import checkpoint, generators
+
+    if p.opts.generator == "file":
+        return p.generator.generate(p.rows), None
+    model_dir = checkpoint.hf_model_dir(p.resolved, p.opts.merged_dir, log=_say)
+    _say(f"generating {len(p.rows)} translations with vLLM from {model_dir}")
+    return generators.VLLMGenerator(model_dir, p.opts).generate(p.rows), str(model_dir)
+
+
+def _qe_scores(p: Prepared, inputs) -> list[dict]:
+    from . import qe_metrics, scorer_service
+
+    if not p.opts.qe_metrics:
+        return [dict() for _ in inputs]
+    if p.scorer_url:
+        return qe_metrics.score_segments(p.scorer_url, p.scorer_token, inputs, p.opts)
+    with scorer_service.started_service(p.scorer_plan, log=_say) as (url, token):
+        return qe_metrics.score_segments(url, token, inputs, p.opts)
+
+
+def evaluate(p: Prepared) -> tuple[list[dict], list[dict], dict]:
+    """(table rows per direction, segment records, summary); writes nothing."""
+    from .qe_metrics import QEInput
+    from .segments import extract_translation
+    from .text_metrics import corpus_scores, segment_scores
+
+    o = p.opts
+    responses, model_dir = _generate(p)
+    extracted = [extract_translation(resp, row.template, o.extract) for resp, row in zip(responses, p.rows)]
+    text_wanted = [m for m in ("bleu", "chrf") if m in o.metrics]
+    segments = []
+    for row, resp, ex in zip(p.rows, responses, extracted):
+        seg = {"index": row.index, "data_source": row.data_source, "direction": row.direction,
+               "src_lang": row.src_lang, "tgt_lang": row.tgt_lang, "src": row.src, "ref": row.ref,
+               "response": resp, "translation": ex.translation, "format_ok": ex.format_ok,
+               "format_error": ex.format_error}
+        if text_wanted:
+            seg.update({k: v for k, v in segment_scores(ex.translation, row.ref, row.tgt_lang).items()
+                        if k in text_wanted})
+        segments.append(seg)
+    inputs = [QEInput(src=s["src"], mt=s["translation"], ref=s["ref"], tgt_lang=s["tgt_lang"]) for s in segments]
+    for seg, qe in zip(segments, _qe_scores(p, inputs)):
+        seg.update(qe)
+
+    from .outputs import direction_row
+
+    rows, signatures = [], {}
+    by_direction = sorted(segments, key=lambda s: s["direction"])
+    for direction, group in groupby(by_direction, key=lambda s: s["direction"]):
+        group = list(group)
+        corpus = None
+        if text_wanted:
+            corpus = corpus_scores([s["translation"] for s in group], [s["ref"] for s in group],
+                                   group[0]["tgt_lang"])
+            signatures[direction] = {"bleu": corpus.bleu_signature, "chrf": corpus.chrf_signature}
+        row = direction_row(direction, group, corpus)
+        for metric in ("bleu", "chrf"):
+            if metric not in o.metrics:
+                row.pop(metric, None)
+        rows.append(row)
+    summary = {"data": str(Path(o.data).resolve()), "checkpoint": o.checkpoint, "model_dir": model_dir,
+               "generator": o.generator, "options": asdict(o), "sacrebleu_signatures": signatures,
+               "scorer": p.scorer_url or ("started here" if p.scorer_plan else None),
+               "created": dt.datetime.now().isoformat(timespec="seconds")}
+    return rows, segments, summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .outputs import print_table, write_outputs
+
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in ("-h", "--help"):
+        print(__doc__.strip().splitlines()[0] + "\n\nkeys (key=value): see src/evaluate/options.py and "
+              "docs/data-and-report.md (Evaluation)")
+        return 0
+    try:
+        prepared = Prepared(parse_options(argv))
+    except UsageError as exc:
+        _say(f"evaluate: error: {exc}")
+        return EXIT_BAD_INPUT
+    try:
+        rows, segments, summary = evaluate(prepared)
+    except RuntimeError as exc:  # MergeError, the scorer's errors (start, unreachable, refused), vLLM's
+        _say(f"evaluate: error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
+        return EXIT_FAILED
+    write_outputs(prepared.out, rows, segments, summary)
+    print_table(rows, title=f"{Path(prepared.opts.data).name}: {prepared.opts.checkpoint or prepared.opts.responses}")
+    _say(f"wrote {prepared.out}")
+    return 0

@@ -1,0 +1,155 @@
+"""The evaluation's arguments: Hydra-style `key=value` tokens checked against one dataclass.
+
+Not a Hydra app on purpose: evaluation needs a dozen flat keys, no config groups, no output dir
+magic, and (like the launcher's refusals) one line + exit 2 for any bad key or value. Where the
+scorer is started here, its models come from the launcher's composed `scorer`/`paths` groups, so
+conf/local/default.yaml applies to evaluation too (src/evaluate/scorer_service.py).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Optional
+
+QE_METRICS = ("comet", "kiwi", "xcomet")
+TEXT_METRICS = ("bleu", "chrf")
+ALL_METRICS = TEXT_METRICS + QE_METRICS
+GENERATORS = ("vllm", "file")
+EXTRACT_MODES = ("lenient", "strict")
+
+
+class UsageError(ValueError):
+    """Bad input: the message is one line saying what is wrong (printed as `evaluate: error: ...`)."""
+
+
+@dataclass
+class EvalOptions:
+    # model to evaluate: an HF model dir, a verl actor dir (global_step_N/actor), a global_step_N
+    # dir, or a checkpoint root holding latest_checkpointed_iteration.txt. Not needed with
+    # generator=file.
+    checkpoint: Optional[str] = None
+    # test set: a parquet written by `python -m src.data.prepare`
+    data: Optional[str] = None
+    # output dir (replaced as a whole at the end); default outputs/eval/<time>_<data stem>
+    out: Optional[str] = None
+    # vllm (GPU) | file (canned responses, `responses=`: jsonl of {"index", "response"})
+    generator: str = "vllm"
+    responses: Optional[str] = None
+    # at most this many rows of the test set (in file order); null = all
+    limit: Optional[int] = None
+    # generation: temperature 0 = greedy
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = -1
+    max_new_tokens: int = 1024
+    seed: int = 1
+    # vLLM engine
+    tp: int = 1
+    gpu_memory_utilization: float = 0.85
+    max_model_len: Optional[int] = None
+    # true: render prompts through the tokenizer's chat template; false: the plain concatenation
+    # verl uses when the run's model.use_chat_template is false (the default of conf/model/*)
+    chat_template: bool = False
+    # where a verl FSDP checkpoint is merged to (default <actor dir>/merged_hf; reused if complete)
+    merged_dir: Optional[str] = None
+    # lenient: a response with a broken format is still scored on its last <translate> part
+    # (format_ok says which were broken); strict: a broken format scores as an empty translation
+    extract: str = "lenient"
+    metrics: list = field(default_factory=lambda: list(ALL_METRICS))
+    # QE scoring service: a running one (token in QE_SCORER_TOKEN), or null = start one here
+    scorer_url: Optional[str] = None
+    scorer_device: str = "cuda"
+    comet_model: str = "comet_da"
+    kiwi_model: str = "cometkiwi_da"
+    xcomet_model: str = "xcomet_xl"
+    # XCOMET with the reference (more accurate than its QE mode; spans either way)
+    xcomet_reference: bool = True
+    # items per /score request and requests in flight (the service batches them on its side)
+    batch_items: int = 256
+    concurrency: int = 4
+    request_timeout_s: float = 900.0
+
+    @property
+    def qe_metrics(self) -> list[str]:
+        return [m for m in self.metrics if m in QE_METRICS]
+
+
+_FIELDS = {f.name: f for f in dataclasses.fields(EvalOptions)}
+_TRUE, _FALSE = ("true", "yes", "1", "on"), ("false", "no", "0", "off")
+
+
+def _convert(key: str, raw: str):
+    default = getattr(EvalOptions(), key)
+    kind = _FIELDS[key].type
+    if raw.lower() in ("null", "none", "~") and "Optional" in str(kind):
+        return None
+    if key == "metrics":
+        values = [v.strip().lower() for v in raw.strip("[]").split(",") if v.strip()]
+        bad = [v for v in values if v not in ALL_METRICS]
+        if bad or not values:
+            raise UsageError(f"metrics: unknown {', '.join(bad) or '(empty)'}; choose from {','.join(ALL_METRICS)}")
+        return values
+    try:
+        if isinstance(default, bool) or "bool" in str(kind):
+            if raw.lower() in _TRUE:
+                return True
+            if raw.lower() in _FALSE:
+                return False
+            raise ValueError
+        if "int" in str(kind):
+            return int(raw)
+        if "float" in str(kind):
+            return float(raw)
+    except ValueError:
+        want = "true/false" if "bool" in str(kind) else ("an integer" if "int" in str(kind) else "a number")
+        raise UsageError(f"{key}={raw!r} is not {want}") from None
+    return raw
+
+
+def parse_options(tokens: list[str]) -> EvalOptions:
+    """`key=value` tokens -> EvalOptions; UsageError on an unknown key or a bad value."""
+    values = {}
+    for token in tokens:
+        key, sep, raw = token.partition("=")
+        key = key.strip().lstrip("+")
+        if not sep or not key:
+            raise UsageError(f"arguments are key=value, got {token!r} (e.g. checkpoint=results/.../actor)")
+        if key not in _FIELDS:
+            raise UsageError(f"unknown key {key!r}; known keys: {', '.join(_FIELDS)}")
+        values[key] = _convert(key, raw)
+    opts = EvalOptions(**values)
+    _check(opts)
+    return opts
+
+
+def _check(o: EvalOptions) -> None:
+    """Value checks that need no file system (paths are checked by the CLI)."""
+    if o.generator not in GENERATORS:
+        raise UsageError(f"generator={o.generator!r}; choose from {', '.join(GENERATORS)}")
+    if o.extract not in EXTRACT_MODES:
+        raise UsageError(f"extract={o.extract!r}; choose from {', '.join(EXTRACT_MODES)}")
+    if not o.data:
+        raise UsageError("data= is required: the test set parquet from src.data.prepare "
+                         "(e.g. data=data/flores/test.parquet)")
+    if o.generator == "vllm" and not o.checkpoint:
+        raise UsageError("checkpoint= is required with generator=vllm (an HF model dir or a verl "
+                         "global_step_N/actor dir)")
+    if o.generator == "file" and not o.responses:
+        raise UsageError("generator=file needs responses=FILE.jsonl "
+                         "(one {\"index\": N, \"response\": \"...\"} per row)")
+    positive = {"max_new_tokens": o.max_new_tokens, "tp": o.tp, "batch_items": o.batch_items,
+                "concurrency": o.concurrency}
+    for key, value in positive.items():
+        if value < 1:
+            raise UsageError(f"{key} must be a positive integer, got {value}")
+    if o.limit is not None and o.limit < 1:
+        raise UsageError(f"limit must be a positive integer or null, got {o.limit}")
+    if o.temperature < 0 or not 0 < o.top_p <= 1 or not 0 < o.gpu_memory_utilization <= 1:
+        raise UsageError("temperature must be >= 0, top_p and gpu_memory_utilization in (0, 1]")
+    if o.request_timeout_s <= 0:
+        raise UsageError(f"request_timeout_s must be positive, got {o.request_timeout_s}")
+    if o.scorer_device not in ("cuda", "cpu") and not o.scorer_device.startswith("cuda:"):
+        raise UsageError(f"scorer_device={o.scorer_device!r}; use cuda, cuda:N or cpu")
+    for metric, key in (("comet", "comet_model"), ("kiwi", "kiwi_model"), ("xcomet", "xcomet_model")):
+        if metric in o.metrics and not getattr(o, key):
+            raise UsageError(f"{key} is empty but metrics include {metric}; drop it from metrics= or name the model")

@@ -1,0 +1,65 @@
+"""The test set: rows of a parquet written by src.data.prepare (src/data/rows.py is the contract)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from src.data.templates import TEMPLATES
+
+from .options import UsageError
+
+
+@dataclass(frozen=True)
+class TestRow:
+    index: int                # extra_info.index: the row's id in its file (what canned responses key on)
+    data_source: str
+    src_lang: str
+    tgt_lang: str
+    src: str
+    ref: str
+    template: str
+    messages: list            # the chat prompt, [{role, content}, ...]
+
+    @property
+    def direction(self) -> str:
+        return f"{self.src_lang}-{self.tgt_lang}"
+
+
+def read_testset(path: str | Path, limit: int | None = None) -> list[TestRow]:
+    """Rows in file order; UsageError (one line) when the file is missing or is not prepare's output."""
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"data: no such file: {path} (a parquet from python -m src.data.prepare)")
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+    except Exception as exc:  # pyarrow raises several kinds for a non-parquet file
+        raise UsageError(f"data: cannot read {path} as parquet: {str(exc).splitlines()[0]}") from None
+    missing = {"prompt", "data_source", "reward_model", "extra_info"} - set(table.column_names)
+    if missing:
+        raise UsageError(f"data: {path} lacks column(s) {', '.join(sorted(missing))}; "
+                         f"write it with python -m src.data.prepare")
+    rows = []
+    seen = set()
+    for i, r in enumerate(table.to_pylist()):
+        if limit is not None and len(rows) >= limit:
+            break
+        info = r["extra_info"] or {}
+        try:
+            row = TestRow(index=int(info["index"]), data_source=str(r["data_source"]), src_lang=str(info["src_lang"]),
+                          tgt_lang=str(info["tgt_lang"]), src=str(info["src"]),
+                          ref=str((r["reward_model"] or {})["ground_truth"]), template=str(info["template"]),
+                          messages=[dict(m) for m in r["prompt"]])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise UsageError(f"data: row {i} of {path} lacks {exc} (extra_info needs index, src, src_lang, "
+                             f"tgt_lang, template; reward_model needs ground_truth)") from None
+        if row.template not in TEMPLATES:
+            raise UsageError(f"data: row {i} of {path} has unknown template {row.template!r}")
+        if row.index in seen:
+            raise UsageError(f"data: extra_info.index {row.index} appears twice in {path}")
+        seen.add(row.index)
+        rows.append(row)
+    if not rows:
+        raise UsageError(f"data: {path} has no rows")
+    return rows

@@ -1,0 +1,219 @@
+"""The node's QE scoring service as a child of the launcher: start, wait, watch, restart, stop.
+
+Train env side (stdlib + src.scorer.config, which is stdlib + PyYAML): the service itself runs in
+its own env (`scorer.python`, .venv-scorer) as `python -m src.scorer.serve --config X --ready-file Y`.
+
+- Token: a fresh `secrets.token_urlsafe(32)` per start of a node's service, passed only through the
+  environment (QE_SCORER_TOKEN) to the service and to the training processes; never written to a
+  file, a command line, a log or the snapshot.
+- Ready: the service writes its ready file once every model is loaded and warmed up; then
+  /health is asked with the token. A service that exits first, or is not ready within
+  scorer.ready_timeout_s, is a one-line ScorerError with the tail of its log.
+- Watch: a thread polls the process. If it dies while training runs it is restarted (up to
+  scorer.restarts times) on the same port with the same token, so the reward workers' URL and
+  token stay valid (their client retries meanwhile); one more death calls `on_fatal` (the
+  runner then stops training with that message).
+- Stop: SIGTERM to the service's process group (it drains queued work), SIGKILL after a grace
+  period; the watcher is stopped first so a stop is never mistaken for a death.
+Files, per node, in <run dir>/scorer/: node-<rank>.yaml (config, no secret), node-<rank>.ready.json
+(the service writes and removes it), node-<rank>.log (its stdout and stderr; appended per start).
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import secrets
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Callable, Optional
+
+from src.scorer.config import ModelSpec, ScorerConfig, dump_config
+
+TOKEN_ENV = "QE_SCORER_TOKEN"
+URL_ENV, LOG_ENV = "QE_SCORER_URL", "QE_SCORER_LOG"
+CODE_ROOT = Path(__file__).resolve().parents[1]
+POLL_S = 0.2
+HEALTH_TIMEOUT_S = 10.0
+# after SIGTERM the service finishes queued work (its drain_timeout_s, 10 s) before exiting
+STOP_GRACE_S = 30.0
+
+
+class ScorerError(RuntimeError):
+    """The service could not start or be restarted: one line naming its log."""
+
+
+class _Stopping(Exception):
+    """stop() was called while a (re)start waited for the service."""
+
+
+def log_tail(path: Path, lines: int = 3, width: int = 300) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    kept = [l.strip()[:width] for l in text.splitlines() if l.strip() and not l.startswith("--- ")]
+    return " | ".join(kept[-lines:])
+
+
+def service_config(models, device: str, dtype: str, batch_tokens: int, port: int) -> ScorerConfig:
+    """The service's config. Absolute paths: the service resolves relative ones against its cwd."""
+    specs = {m.name: ModelSpec(path=m.path if m.path.startswith("hf:") else os.path.abspath(m.path), kind=m.kind,
+                               encoder=m.encoder) for m in models}
+    # 127.0.0.1: each node's reward workers use their own node's service
+    return ScorerConfig(models=specs, host="127.0.0.1", port=port, device=device, dtype=dtype,
+                        batch_tokens=batch_tokens)
+
+
+class ScorerProcess:
+    def __init__(self, plan, folder: Path, name: str, base_env: dict, devices: Optional[str],
+                 on_fatal: Callable[[str], None]):
+        """`plan`: the RunPlan's ScorerPlan; `name`: e.g. node-0; `devices`: CUDA_VISIBLE_DEVICES of
+        the service ("" hides every GPU); `on_fatal(reason)`: the service died for good."""
+        self.plan, self.name, self.on_fatal = plan, name, on_fatal
+        self.folder = Path(folder)
+        self.config_path = self.folder / f"{name}.yaml"
+        self.ready_path = self.folder / f"{name}.ready.json"
+        self.log_path = self.folder / f"{name}.log"
+        self.token = secrets.token_urlsafe(32)
+        env = {k: v for k, v in base_env.items() if not k.startswith("QE_SCORER_")}
+        env[TOKEN_ENV] = self.token
+        if devices is not None:
+            env["CUDA_VISIBLE_DEVICES"] = devices
+        self.env = env
+        self.url: Optional[str] = None
+        self.port = 0
+        self.proc: Optional[subprocess.Popen] = None
+        self.restarts_done = 0
+        self._stopping = threading.Event()
+        self._watcher: Optional[threading.Thread] = None
+
+    # ------------------------------------------------------------------ public
+    def start(self) -> dict:
+        """Start the service and wait until it serves; returns the env for the training processes."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        try:
+            self._start_once(port=0, attempt="start")
+        except BaseException:
+            self._kill()
+            raise
+        self._watcher = threading.Thread(target=self._watch, name=f"scorer-watch-{self.name}", daemon=True)
+        self._watcher.start()
+        return {URL_ENV: self.url, TOKEN_ENV: self.token, LOG_ENV: str(self.log_path)}
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self._watcher is not None:
+            self._watcher.join(timeout=STOP_GRACE_S + 30)
+        self._kill()
+
+    # ------------------------------------------------------------------ internals
+    def _command(self) -> list[str]:
+        return [self.plan.python, "-m", "src.scorer.serve", "--config", str(self.config_path),
+                "--ready-file", str(self.ready_path)]
+
+    def _start_once(self, port: int, attempt: str) -> None:
+        dump_config(service_config(self.plan.models, self.plan.device, self.plan.dtype, self.plan.batch_tokens,
+                                   port), self.config_path)
+        with contextlib.suppress(FileNotFoundError):
+            self.ready_path.unlink()
+        command = self._command()
+        with open(self.log_path, "ab") as log:
+            stamp = dt.datetime.now().isoformat(timespec="seconds")
+            log.write(f"--- {stamp} {attempt}: {shlex.join(command)} (CUDA_VISIBLE_DEVICES="
+                      f"{self.env.get('CUDA_VISIBLE_DEVICES', 'unset')!r})\n".encode())
+            log.flush()
+            self.proc = subprocess.Popen(command, cwd=CODE_ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, start_new_session=True)
+        self._wait_ready(self.proc)
+
+    def _wait_ready(self, proc: subprocess.Popen) -> None:
+        deadline = time.monotonic() + self.plan.ready_timeout_s
+        while True:
+            if self._stopping.is_set():
+                raise _Stopping()
+            ready = self._read_ready()
+            if ready is not None and ready.get("pid") == proc.pid:
+                break
+            if proc.poll() is not None:
+                raise ScorerError(f"QE scorer ({self.name}) exited with code {proc.returncode} before it was ready: "
+                                  f"{log_tail(self.log_path, 1) or 'no output'}; log: {self.log_path}")
+            if time.monotonic() > deadline:
+                self._kill()
+                raise ScorerError(f"QE scorer ({self.name}) was not ready after {self.plan.ready_timeout_s:g}s "
+                                  f"(scorer.ready_timeout_s); last log lines: {log_tail(self.log_path) or 'none'}; "
+                                  f"log: {self.log_path}")
+            time.sleep(POLL_S)
+        url = ready["url"]
+        self._check_health(url)
+        self.url, self.port = url, int(url.rsplit(":", 1)[1])
+
+    def _read_ready(self) -> Optional[dict]:
+        try:
+            return json.loads(self.ready_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+
+    def _check_health(self, url: str) -> None:
+        req = urllib.request.Request(f"{url}/health", headers={"Authorization": f"Bearer {self.token}"})
+        try:
+            with urllib.request.urlopen(req, timeout=HEALTH_TIMEOUT_S) as resp:
+                health = json.loads(resp.read())
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            self._kill()
+            raise ScorerError(f"QE scorer ({self.name}) wrote its ready file but {url}/health failed: {exc}; "
+                              f"log: {self.log_path}") from None
+        if health.get("status") != "ok":
+            self._kill()
+            raise ScorerError(f"QE scorer ({self.name}) at {url} reports status {health.get('status')!r}; "
+                              f"log: {self.log_path}")
+
+    def _watch(self) -> None:
+        while not self._stopping.wait(POLL_S):
+            proc = self.proc
+            if proc is None or proc.poll() is None:
+                continue
+            code = proc.returncode
+            if self.restarts_done >= self.plan.restarts:
+                self.on_fatal(f"QE scorer ({self.name}) died during training (exit code {code}) after "
+                              f"{self.restarts_done} restart(s); training stopped; last log lines: "
+                              f"{log_tail(self.log_path) or 'none'}; log: {self.log_path}")
+                return
+            self.restarts_done += 1
+            print(f"warning: QE scorer ({self.name}) exited with code {code} during training; restarting it "
+                  f"({self.restarts_done} of {self.plan.restarts}) on {self.url}; log: {self.log_path}",
+                  file=sys.stderr, flush=True)
+            try:
+                self._start_once(port=self.port, attempt=f"restart {self.restarts_done} after exit code {code}")
+            except _Stopping:
+                return
+            except ScorerError as exc:
+                self.on_fatal(f"QE scorer ({self.name}) died during training (exit code {code}) and could not be "
+                              f"restarted: {exc}")
+                return
+            print(f"QE scorer ({self.name}) restarted on {self.url}", file=sys.stderr, flush=True)
+
+    def _kill(self) -> None:
+        """SIGTERM the service's process group, SIGKILL it after STOP_GRACE_S."""
+        proc = self.proc
+        if proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            pass
+        # anything it left in its group (and the service itself if it did not drain in time)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=10)

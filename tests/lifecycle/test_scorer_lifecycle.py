@@ -1,0 +1,235 @@
+"""The QE scorer's life beside training, through the real launcher (`python -m src.launch`, a
+real run, not a dry run) and the real scoring service (.venv-scorer, real unbabel-comet code on the
+tiny CometKiwi checkpoint, placement cpu). Only verl's GPU-bound training is replaced, by
+tests/slurm/stand_in_train.py through `debug.train_command_override`.
+
+Checked: the service starts before training and stops with it; training gets URL, token and log
+through its environment, and the token is nowhere on disk or on a command line; a service killed
+during training is restarted on the same URL; killed again, training stops with the message;
+Ctrl-C (SIGINT) and SIGTERM to the launcher leave no scorer and no training process behind.
+Every wait is bounded.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.rewards.conftest import NETGUARD
+
+REPO = Path(__file__).resolve().parents[2]
+STAND_IN = REPO / "tests" / "slurm" / "stand_in_train.py"
+WAIT_S = 90
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def _group_members(pgid: int) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                pids.append(int(entry.name))
+    return pids
+
+
+def _gone(*pids: int, timeout: float = 30) -> bool:
+    """Every pid dead and no live process left in their process groups (the scorer and the training
+    command each lead their own group)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not any(_alive(p) or _group_members(p) for p in pids):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _wait_for(what: str, predicate, proc: subprocess.Popen, out: Path, timeout: float = WAIT_S):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if proc.poll() is not None:
+            pytest.fail(f"the launcher ended (code {proc.returncode}) while waiting for {what}:\n{_text(out)}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what} did not happen within {timeout}s:\n{_text(out)}")
+        time.sleep(0.1)
+
+
+def _text(path: Path) -> str:
+    return path.read_text(errors="replace")[-5000:] if path.exists() else ""
+
+
+class Run:
+    """One launch of a real run with the stand-in training and the tiny scorer on CPU."""
+
+    def __init__(self, tmp: Path, tiny: Path, *stand_in_args: str):
+        self.tmp, self.out = tmp, tmp / "out"
+        self.token_file = tmp / "token.txt"
+        (tmp / "models" / "Qwen2.5-3B").mkdir(parents=True)
+        data = tmp / "data" / "wmt_zh_en"
+        data.mkdir(parents=True)
+        for name in ("train.parquet", "val.parquet"):
+            (data / name).touch()
+        stand_in = " ".join([sys.executable, str(STAND_IN), "--qe-health", "--token-file", str(self.token_file),
+                             *stand_in_args])
+        self.args = [sys.executable, "-m", "src.launch", "reward=comet", "gpus=2", "scorer.placement=cpu",
+                     f"scorer.models.cometkiwi_da.path={tiny}/models/cometkiwi", "scorer.ready_timeout_s=120",
+                     f"debug.train_command_override='{stand_in}'", f"paths.output_dir={self.out}/outputs",
+                     f"paths.results_root={self.out}/results", f"paths.model_root={tmp}/models",
+                     f"paths.data_root={tmp}/data"]
+        # two (pretend) GPUs for preflight; the cpu scorer sees none. NETGUARD: no network, in the
+        # scorer too (it inherits PYTHONPATH through the runner)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "QE_SCORER_"))}
+        # SLURM_CPUS_PER_TASK: preflight takes it as this task's CPU grant, so the CPU check (Ray's
+        # 3G+10) passes on a small test machine; without SLURM_JOB_ID this is still no Slurm job
+        env.update(CUDA_VISIBLE_DEVICES="0,1", PYTHONPATH=str(NETGUARD), SLURM_CPUS_PER_TASK="16")
+        self.log = tmp / "launcher.out"
+        with open(self.log, "w") as log:
+            self.proc = subprocess.Popen(self.args, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+
+    def run_dir(self) -> Path | None:
+        runs = list((self.out / "outputs" / "runs").glob("*")) if (self.out / "outputs" / "runs").exists() else []
+        return runs[0] if runs else None
+
+    def path(self, name: str) -> Path | None:
+        rd = self.run_dir()
+        return rd / name if rd is not None else None
+
+    def ready(self) -> dict | None:
+        p = self.path("scorer/node-0.ready.json")
+        try:
+            return json.loads(p.read_text()) if p else None
+        except (OSError, ValueError):
+            return None
+
+    def wait_holding(self) -> tuple[int, dict]:
+        """(stand-in pid, scorer ready file) once training is running."""
+        hold = _wait_for("the stand-in training to run", lambda: (p := self.path("stand_in.holding")) and p.exists()
+                         and p.read_text() and p, self.proc, self.log)
+        return int(hold.read_text()), self.ready()
+
+    def wait(self, timeout: float = WAIT_S) -> int:
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the launcher did not end within {timeout}s:\n{_text(self.log)}")
+
+    def output(self) -> str:
+        return _text(self.log)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
+
+
+@pytest.fixture
+def start_run(tmp_path, tiny_comet_dir):
+    runs = []
+
+    def start(*stand_in_args: str) -> Run:
+        run = Run(tmp_path, tiny_comet_dir, *stand_in_args)
+        runs.append(run)
+        return run
+    yield start
+    for run in runs:
+        run.kill()
+
+
+def _health(url: str, token: str) -> dict:
+    req = urllib.request.Request(f"{url}/health", headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        return json.loads(resp.read())
+
+
+def test_service_lives_exactly_as_long_as_training_and_its_token_stays_in_the_environment(start_run):
+    run = start_run()
+    assert run.wait() == 0, run.output()
+    (seen,) = [json.loads(l) for l in run.path("stand_in.jsonl").read_text().splitlines()]
+    qe = seen["qe"]
+    # training reached its node's service with the URL and token from its environment
+    assert qe["url"].startswith("http://127.0.0.1:") and qe["token_set"] and qe["status"] == "ok"
+    assert qe["device"] == "cpu" and qe["models"] == ["cometkiwi_da"]
+    assert qe["log"] == str(run.path("scorer/node-0.log"))
+    # ... and the service is gone with the run (it removes its ready file on a clean shutdown)
+    assert _gone(qe["pid"]), qe
+    assert not run.path("scorer/node-0.ready.json").exists()
+    log = run.path("scorer/node-0.log").read_text()
+    assert "scorer ready url=" in log and "stopped" in log
+    out = run.output()
+    assert f"QE scorer (node 0) ready at {qe['url']}" in out
+    # the token: in no file of the run (config, logs, snapshot, train.log where the stand-in printed it)
+    token = run.token_file.read_text()
+    assert len(token) >= 32
+    assert "stand-in: my scorer token is <redacted>" in run.path("train.log").read_text()
+    for path in run.out.rglob("*"):
+        if path.is_file():
+            assert token.encode() not in path.read_bytes(), f"token leaked into {path}"
+    assert token not in out
+
+
+def test_killed_scorer_is_restarted_once_then_training_stops_with_the_message(start_run):
+    run = start_run("--hold")
+    stand_in_pid, first = run.wait_holding()
+    token = run.token_file.read_text()
+    # the token is not on the service's command line
+    assert token.encode() not in Path(f"/proc/{first['pid']}/cmdline").read_bytes()
+
+    os.kill(first["pid"], signal.SIGKILL)
+    second = _wait_for("the restarted scorer", lambda: (r := run.ready()) and r["pid"] != first["pid"] and r,
+                       run.proc, run.log)
+    # same URL, same token: the reward workers' environment stays valid
+    assert second["url"] == first["url"]
+    assert _health(second["url"], token)["pid"] == second["pid"]
+    assert _alive(stand_in_pid)
+    assert "restarting it (1 of 1)" in run.output()
+    # the launcher checked /health of the new service too (killing it during that check would be a
+    # failed restart, a different message)
+    _wait_for("the launcher to see the restarted scorer", lambda: "QE scorer (node-0) restarted on" in run.output(),
+              run.proc, run.log)
+
+    os.kill(second["pid"], signal.SIGKILL)
+    code = run.wait()
+    out = run.output()
+    assert code == 1, out
+    error = [l for l in out.splitlines() if l.startswith("error: ")]
+    assert error and error[-1].startswith("error: QE scorer (node-0) died during training (exit code -9) after 1 "
+                                          "restart(s); training stopped;"), out
+    assert f"log: {run.path('scorer/node-0.log')}" in error[-1]
+    assert "training stopped: QE scorer (node-0) died" in run.path("train.log").read_text()
+    assert _gone(stand_in_pid, first["pid"], second["pid"])
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_interrupting_the_launcher_leaves_no_process_behind(start_run, sig):
+    run = start_run("--hold")
+    stand_in_pid, ready = run.wait_holding()
+    assert _alive(ready["pid"])
+    if sig == signal.SIGINT:
+        os.killpg(run.proc.pid, sig)     # Ctrl-C: the terminal signals the launcher's process group
+    else:
+        os.kill(run.proc.pid, sig)       # Slurm's SIGTERM before a kill (preemption, scancel)
+    assert run.wait() == 130, run.output()
+    assert "stopped (" in run.output()
+    assert _gone(stand_in_pid, ready["pid"]), (stand_in_pid, ready)
+    assert not run.path("scorer/node-0.ready.json").exists()
