@@ -79,7 +79,7 @@ def render(plan: RunPlan, command: list[str], verl_config_path: str, console: Co
         ("wandb project", plan.wandb_project, "trainer.project_name"),
         ("wandb run name", plan.wandb_run_name, "trainer.experiment_name"),
         ("wandb run id", plan.wandb_run_id, "WANDB_RUN_ID (env): stable per checkpoint dir"),
-        ("run dir", plan.run_dir, "snapshot/, train.log, metrics.jsonl"),
+        ("run dir", plan.run_dir, "snapshot/, train.log, metrics/<launch>.jsonl"),
         ("verl config", verl_config_path, "validated by verl.utils.config.validate_config"),
     ]
     for name, value, note in rows:

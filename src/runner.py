@@ -17,6 +17,7 @@ import threading
 from pathlib import Path
 from typing import Callable, ContextManager, Iterable
 
+from src.process_group import stop_group
 from src.redact import scrub
 
 VERL_ENTRY = ["-m", "verl.trainer.main_ppo"]
@@ -82,17 +83,8 @@ class TrainingStop:
 
 
 def _stop(proc: subprocess.Popen, grace_s: float = 30.0) -> None:
-    if proc.poll() is not None:
-        return
     # verl starts Ray and its workers in the child's process group
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    stop_group(proc, grace_s)
 
 
 def run(command: list[str], env: dict, log_path: Path,

@@ -26,7 +26,6 @@ import json
 import os
 import secrets
 import shlex
-import signal
 import subprocess
 import sys
 import threading
@@ -36,6 +35,7 @@ import urllib.request
 from pathlib import Path
 from typing import Callable, Optional
 
+from src.process_group import stop_group
 from src.scorer.config import ModelSpec, ScorerConfig, dump_config
 
 TOKEN_ENV = "QE_SCORER_TOKEN"
@@ -203,17 +203,5 @@ class ScorerProcess:
 
     def _kill(self) -> None:
         """SIGTERM the service's process group, SIGKILL it after STOP_GRACE_S."""
-        proc = self.proc
-        if proc is None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=STOP_GRACE_S)
-        except subprocess.TimeoutExpired:
-            pass
-        # anything it left in its group (and the service itself if it did not drain in time)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=10)
+        if self.proc is not None:
+            stop_group(self.proc, STOP_GRACE_S)
