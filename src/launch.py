@@ -2,7 +2,7 @@
 
     python -m src.launch reward=xcomet_xl gpus=4 dry_run=true
     python -m src.launch --multirun hydra/launcher=slurm reward=comet,xcomet_xl gpus=8
-    python -m src.launch --from-snapshot outputs/runs/<run>/snapshot [dry_run=true]
+    python -m src.launch --from-snapshot outputs/runs/<run>/snapshot [--resume] [dry_run=true]
 
 Bad input (unknown option, gpus=0, a batch pin that breaks a verl rule, ...) is refused with
 one line and exit code 2 before anything is written or submitted: every combination of a
@@ -20,13 +20,15 @@ import shlex
 import shutil
 import socket
 import sys
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hydra.errors import CompactHydraException
 from omegaconf import OmegaConf
 
-from src import node_services, preflight, ray_cluster, runner, scorer_process, snapshot, slurm_request
-from src.plan import PlanError, RunPlan, build_plan
+from src import (node_services, preflight, ray_cluster, run_identity, runner, scorer_process, smoke, snapshot,
+                 slurm_request)
+from src.plan import PlanError, RunPlan, build_plan, with_identity
 from src.resolvers import CODE_ROOT, register_resolvers
 
 # conf/ of the code this process runs: a Slurm job composes from its code snapshot's conf/
@@ -60,6 +62,44 @@ def _one_line(exc: BaseException) -> str:
         idx = next(i for i, l in enumerate(lines) if l.startswith("Available options"))
         head += f" ({lines[idx].rstrip(':').lower()}: {', '.join(lines[idx + 1:])})"
     return head
+
+
+REASON_CHARS = 400  # verl's longest assertion texts fit; a whole traceback does not
+
+
+def _verl_reason(exc: BaseException, overrides: list[str]) -> str:
+    """verl's own reason on one line, and the override(s) that led to it. Hydra wraps the error of
+    a config dataclass's __post_init__ ("Error in call to target ...:" then the cause on later
+    lines), so the innermost exception of the chain holds the text the user needs."""
+    chain, seen = [exc], {id(exc)}
+    while (nxt := chain[-1].__cause__ or chain[-1].__context__) is not None and id(nxt) not in seen:
+        chain.append(nxt)
+        seen.add(id(nxt))
+    texts = [" ".join(l.strip() for l in str(e).splitlines() if l.strip()) for e in chain]
+    inner = next(((e, t) for e, t in zip(reversed(chain), reversed(texts)) if t), (chain[-1], ""))
+    reason = f"{type(inner[0]).__name__}: {inner[1]}" if inner[1] else type(chain[-1]).__name__
+    if len(reason) > REASON_CHARS:
+        reason = reason[:REASON_CHARS - 3] + "..."
+    return f"{reason} ({_culprits(' '.join(texts), overrides)})"
+
+
+def _culprits(text: str, overrides: list[str]) -> str:
+    """The user's overrides verl's message names (by key or its last parts), else those that could
+    have led to it: the verl.* ones first, else all."""
+    named = []
+    for o in overrides:
+        key = o.lstrip("+~").split("=", 1)[0]
+        parts = key[len("verl."):].split(".") if key.startswith("verl.") else key.split(".")
+        # a group choice (reward=comet) is never "named": its word is in too many messages
+        if "=" in o and len(parts) > 1 and any(re.search(rf"(?<![\w]){re.escape('.'.join(parts[i:]))}(?![\w])", text)
+                            for i in range(len(parts))):
+            named.append(o)
+    if named:
+        return "override: " + " ".join(named)
+    mine = [o for o in overrides if o.lstrip("+~").startswith("verl.")]
+    if mine:
+        return "verl overrides given: " + " ".join(mine)
+    return ("overrides given: " + " ".join(overrides)) if overrides else "no override given: the config files' values"
 
 
 # ---------------------------------------------------------------------------------------
@@ -151,18 +191,21 @@ def _remove_if_empty(run_dir: Path) -> None:
         run_dir.rmdir()
 
 
-def execute(composed: dict, overrides: list[str], run_dir: Path, environ: dict | None = None) -> int:
+def execute(composed: dict, overrides: list[str], run_dir: Path, environ: dict | None = None,
+            lineage: "Lineage | None" = None) -> int:
     """Plan, build and validate the verl config, preflight, snapshot, run. Returns an exit code."""
     try:
-        run(composed, overrides, run_dir, environ)
+        run(composed, overrides, run_dir, environ, lineage)
     except RunError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.code
     return 0
 
 
-def run(composed: dict, overrides: list[str], run_dir: Path, environ: dict | None = None) -> None:
-    """One run (or, in a multi-node Slurm job, this node's part of it). Raises RunError."""
+def run(composed: dict, overrides: list[str], run_dir: Path, environ: dict | None = None,
+        lineage: "Lineage | None" = None) -> None:
+    """One run (or, in a multi-node Slurm job, this node's part of it). Raises RunError.
+    `lineage`: how a --from-snapshot run relates to the run it came from (None: a new run)."""
     environ = dict(os.environ if environ is None else environ)
     dry = bool(composed["dry_run"])
     try:
@@ -175,23 +218,24 @@ def run(composed: dict, overrides: list[str], run_dir: Path, environ: dict | Non
         _remove_if_empty(run_dir)
         raise RunError(str(exc), USAGE_EXIT) from None
     if task is None or plan.nodes == 1:
-        _run_node0(composed, overrides, run_dir, environ, plan, task)
+        _run_node0(composed, overrides, run_dir, environ, plan, task, lineage)
     elif task.rank > 0:
         # nodes 1..K-1 of a multi-node job: no snapshot, no verl; a Ray worker (and scorer) only
         if not dry:
             _worker_node(composed, plan, task, run_dir, environ)
     elif dry:
-        _run_node0(composed, overrides, run_dir, environ, plan, task)
+        _run_node0(composed, overrides, run_dir, environ, plan, task, lineage)
     else:
         try:
-            _run_node0(composed, overrides, run_dir, environ, plan, task)
+            _run_node0(composed, overrides, run_dir, environ, plan, task, lineage)
         finally:
             # the other nodes wait for node 0's Ray head: however this ends, let them go
             ray_cluster.release_workers(run_dir, task)
 
 
-def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dict, plan: RunPlan, task) -> None:
-    """The run itself (node 0 of a multi-node job): verl config, preflight, snapshot, training."""
+def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dict, plan: RunPlan, task,
+               lineage: "Lineage | None" = None) -> None:
+    """The run itself (node 0 of a multi-node job): verl config, identity, preflight, snapshot, training."""
     from src import plan_table, verl_config
 
     dry = bool(composed["dry_run"])
@@ -199,7 +243,17 @@ def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dic
         try:
             verl_cfg = verl_config.build(plan, composed)
         except Exception as exc:  # verl's own validation said no
-            raise UsageError(f"verl rejected the config: {_one_line(exc)}") from None
+            raise UsageError(f"verl rejected the config: {_verl_reason(exc, overrides)}") from None
+        plan, verl_cfg, ident = identify(plan, composed, overrides, verl_cfg, lineage)
+        # a dir holds one run: refused before anything is written (dry runs too; they write nothing)
+        refusal = run_identity.check_dir(Path(verl_cfg.trainer.default_local_dir), ident, plan.run_id)
+        if refusal:
+            raise UsageError(refusal)
+        # dry runs too: the val/train rows' split tags decide which reward they get (the splits
+        # as the reward function receives them; absent only in snapshots older than the key)
+        splits = OmegaConf.select(verl_cfg, "reward.custom_reward_function.reward_kwargs.validation_splits")
+        if splits is not None:
+            preflight.check_data_splits(plan, splits)
         command = train_command(composed, run_dir)
         if not dry:
             preflight.run(plan, environ, scorer=_scorer_enabled(composed))
@@ -214,10 +268,11 @@ def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dic
     except (PlanError, preflight.PreflightError, UsageError, snapshot.SnapshotMismatch) as exc:
         _remove_if_empty(run_dir)
         raise RunError(str(exc), USAGE_EXIT) from None
-    plan_table.render(plan, command, str(snap / "verl_config.yaml"))
+    plan_table.render(plan, command, str(snap / "verl_config.yaml"), lineage=_lineage_line(plan, lineage))
     if dry:
-        print(f"dry run: nothing started; snapshot in {snap}")
+        print(f"dry run: nothing started; snapshot in {snap}; nothing written to {plan.checkpoint_dir}")
         return
+    run_identity.record(Path(verl_cfg.trainer.default_local_dir), ident, plan.run_id, plan.reproduces)
     if _debug(composed).get("train_command_override"):
         print(f"WARNING: debug.train_command_override is set: running {shlex.join(command)} instead of verl",
               file=sys.stderr)
@@ -234,12 +289,79 @@ def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dic
         services.append(lambda e: ray_cluster.head(task, plan.nodes, task.cpus or plan.node_cpus, plan.gpus_per_node,
                                                    run_dir, e))
     log = run_dir / "train.log"
+    # in a Slurm job: the time-limit signal has the step in progress saved, then the job requeued
+    watch = (runner.TimeLimitWatch(plan.checkpoint_dir, plan.time_limit.stop_by_s)
+             if task is not None and plan.time_limit is not None else None)
     try:
-        code = runner.run(command, env=env, log_path=log, services=services, stop=stop)
+        code = runner.run(command, env=env, log_path=log, services=services, stop=stop, watch=watch)
     except (ray_cluster.RayBootstrapError, scorer_process.ScorerError, runner.ServiceFailure) as exc:
         raise RunError(str(exc)) from None
+    if smoke.requested(composed):  # experiment=smoke: check each stage, prove resume, print the verdict
+        smoke.check(plan, run_dir, code, env, lambda e, l: runner.run(command, env=e, log_path=l, services=services,
+                                                                      stop=stop))
     if code != 0:
         raise RunError(f"training command exited with code {code}; log: {log}{_last_line(log)}", code)
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """A --from-snapshot run: the original's plan.json (its checkpoint dir, id, reproduction) and
+    whether this run continues it (--resume) or reproduces it from step 0 in a new dir."""
+    original: dict
+    resume: bool
+
+
+def identify(plan: RunPlan, composed: dict, overrides: list[str], verl_cfg, lineage: "Lineage | None"):
+    """(plan with its run's names, verl config with those names filled in, identity dict). The id
+    is computed from the verl config with the name/dir keys excluded, so filling them in after
+    does not change it (src/run_identity.py)."""
+    from src import verl_config
+
+    models = {m.name: {"path": m.path, "kind": m.kind, "dtype": plan.scorer.dtype}
+              for m in (plan.scorer.models if plan.scorer else ())}
+    ident = run_identity.identity(OmegaConf.to_container(verl_cfg, resolve=True), models)
+    rid = run_identity.run_id(ident)
+    name = run_identity.readable_name(overrides, plan.seed)
+    if lineage is None:
+        plan = with_identity(plan, rid, name)
+    elif lineage.resume:
+        # continue the original in its own dir, whatever the id of today's config: the dir's
+        # identity file then says whether it still is the same training config
+        original = lineage.original
+        plan = with_identity(plan, original.get("run_id") or rid, name)
+        plan = replace(plan, checkpoint_dir=original["checkpoint_dir"], reproduces=original.get("reproduces"),
+                       wandb_run_id=original.get("wandb_run_id") or plan.wandb_run_id,
+                       wandb_run_name=original.get("wandb_run_name") or plan.wandb_run_name)
+    else:
+        source = lineage.original.get("run_id") or rid
+        base = with_identity(plan, rid, name).checkpoint_dir
+        # the N-th reproduction gets the first free dir: a reproduction never resumes another's checkpoints
+        n = next(i for i in range(1, 10_000) if not Path(f"{base}-repro{i}").exists())
+        plan = with_identity(plan, rid, name, reproduces=source, reproduction=n)
+    user_set = set(plan.verl_passthrough)
+    for key, source_fn in verl_config.VERL_KEYS:
+        bare = key.lstrip("+")
+        # a hand-set path (+verl.trainer.default_local_dir=...) stays the user's
+        if run_identity.is_excluded(bare) and bare not in user_set:
+            OmegaConf.update(verl_cfg, bare, source_fn(plan, composed), force_add=True)
+    if "trainer.default_local_dir" in user_set:
+        # the metrics, identity file and preflight follow the dir verl will really use
+        plan = replace(plan, checkpoint_dir=str(verl_cfg.trainer.default_local_dir))
+    # verl's rollout.yaml sets these to ${oc.select:trainer.project_name/experiment_name}; the config
+    # was resolved before the names existed
+    trace = verl_cfg.actor_rollout_ref.rollout.trace
+    trace.project_name, trace.experiment_name = verl_cfg.trainer.project_name, verl_cfg.trainer.experiment_name
+    return plan, verl_cfg, ident
+
+
+def _lineage_line(plan: RunPlan, lineage: "Lineage | None") -> str | None:
+    if lineage is None:
+        return None
+    original = lineage.original.get("run_id") or "?"
+    if lineage.resume:
+        return f"resuming run {original} in its own dir {plan.checkpoint_dir} (--from-snapshot --resume)"
+    return (f"reproducing run {original} from step 0 into a new dir {plan.checkpoint_dir} "
+            f"(--from-snapshot; add --resume to continue the original instead)")
 
 
 def _detected_gpu_memory(composed: dict, environ: dict) -> float | None:
@@ -302,9 +424,10 @@ def _worker_node(composed: dict, plan: RunPlan, task, run_dir: Path, environ: di
         # a scorer that dies for good ends this node's Ray worker; verl on node 0 then fails
         failures: list[str] = []
         try:
-            with runner.SigtermAsInterrupt(), node_services.scorer(plan, task.rank, run_dir, env, scorer_devices,
-                                                                   on_fatal=failures.append,
-                                                                   enabled=_scorer_enabled(composed)) as extra:
+            # the time-limit signal reaches this node's processes too: they must not die of it
+            with runner.SigtermAsInterrupt(), runner.TimeLimitSignalBlocked(), \
+                    node_services.scorer(plan, task.rank, run_dir, env, scorer_devices, on_fatal=failures.append,
+                                         enabled=_scorer_enabled(composed)) as extra:
                 env.update(extra)
                 ray_cluster.run_worker(task, task.cpus or plan.node_cpus, plan.gpus_per_node, run_dir, env,
                                        abort=lambda: failures[0] if failures else None)
@@ -321,10 +444,14 @@ def _run_env(plan: RunPlan, environ: dict) -> tuple[dict, str | None]:
     env = runner.run_environment(environ, plan.accelerator_env)
     training_devices, scorer_devices = node_services.split_devices(plan, environ)
     env.update(training_devices)
-    # verl's file logger truncates its file on open: one file per launch, so a requeued job
-    # in the same run dir keeps the earlier steps (src/report merges metrics/*.jsonl by step)
+    # verl's file logger truncates its file on open ("wb", verl/utils/tracking.py FileLogger): one
+    # file per launch, in the checkpoint dir that every attempt of this run shares (a requeue, the
+    # same command again, --from-snapshot --resume), so src/report reads all attempts as one series
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    env["VERL_FILE_LOGGER_PATH"] = f"{plan.run_dir}/metrics/{stamp}.jsonl"
+    metrics = Path(plan.checkpoint_dir) / "metrics"
+    env["VERL_FILE_LOGGER_PATH"] = f"{metrics}/{stamp}-{Path(plan.run_dir).name}.jsonl"
+    # verl's FileLogger opens that path without creating its dir
+    metrics.mkdir(parents=True, exist_ok=True)
     env.setdefault("HF_HUB_OFFLINE", "1")
     if plan.wandb_offline:
         env["WANDB_MODE"] = "offline"
@@ -332,6 +459,10 @@ def _run_env(plan: RunPlan, environ: dict) -> tuple[dict, str | None]:
     # which must stay byte-identical across re-runs)
     env["WANDB_RUN_ID"] = plan.wandb_run_id
     env["WANDB_RESUME"] = "allow"
+    # verl's wandb.init passes project/name only (verl/utils/tracking.py Tracking.__init__); wandb
+    # reads the group from WANDB_RUN_GROUP: a sweep's jobs are grouped by their sweep dir
+    if environ.get("QE_RL_SWEEP"):
+        env.setdefault("WANDB_RUN_GROUP", environ["QE_RL_SWEEP"])
     # verl, its Ray workers (on every node) and the reward function import `src` from the code
     # this run runs: the checkout, or a Slurm job's code snapshot
     env["PYTHONPATH"] = os.pathsep.join([str(CODE_ROOT)] + [p for p in [environ.get("PYTHONPATH")] if p])
@@ -347,6 +478,10 @@ def _run_env(plan: RunPlan, environ: dict) -> tuple[dict, str | None]:
 # --from-snapshot
 # ---------------------------------------------------------------------------------------
 def from_snapshot(snapshot_dir: Path, extra: list[str]) -> int:
+    """Reproduce a run from step 0 into a new checkpoint dir, or with `--resume` continue it in
+    its own dir. Either way a new run dir (snapshot, log) records this launch."""
+    resume = "--resume" in extra
+    extra = [a for a in extra if a != "--resume"]
     if not (snapshot_dir / "composed.yaml").is_file():
         print(f"error: {snapshot_dir} is not a snapshot dir (no composed.yaml); pass "
               f"outputs/runs/<run>/snapshot", file=sys.stderr)
@@ -357,17 +492,24 @@ def from_snapshot(snapshot_dir: Path, extra: list[str]) -> int:
               f"{bad[0]}; compose a new run instead", file=sys.stderr)
         return USAGE_EXIT
     composed, overrides = snapshot.load(snapshot_dir)
+    try:
+        original = json.loads((snapshot_dir / "plan.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        print(f"error: {snapshot_dir}/plan.json is missing or unreadable: it names the run's checkpoint dir; "
+              f"pass a whole snapshot dir", file=sys.stderr)
+        return USAGE_EXIT
+    lineage = Lineage(original=original, resume=resume)
     if extra:
         composed["dry_run"] = extra[-1] == "dry_run=true"
     stamp = dt.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
     run_dir = Path(composed["paths"]["output_dir"]) / "runs" / f"{stamp}_from_{snapshot_dir.parent.name}"
-    code = execute(composed, overrides, run_dir)
-    if code == 0 or (run_dir / snapshot.SNAPSHOT).exists():
-        old = (snapshot_dir / "verl_config.yaml").read_bytes()
-        new = (run_dir / snapshot.SNAPSHOT / "verl_config.yaml").read_bytes()
-        if old != new:
-            print(f"warning: the verl config differs from {snapshot_dir} (verl or code changed); "
-                  f"diff the two verl_config.yaml files", file=sys.stderr)
+    code = execute(composed, overrides, run_dir, lineage=lineage)
+    new_plan = run_dir / snapshot.SNAPSHOT / "plan.json"
+    if new_plan.is_file() and original.get("run_id"):
+        now = json.loads(new_plan.read_text(encoding="utf-8")).get("run_id")
+        if now != original["run_id"]:
+            print(f"warning: the training config's id is {now}, the snapshot's run was {original['run_id']} "
+                  f"(verl or code changed); diff the two verl_config.yaml files", file=sys.stderr)
     return code
 
 
@@ -381,8 +523,12 @@ def _hydra_task(cfg) -> None:
     register_resolvers()
     hc = HydraConfig.get()
     composed = OmegaConf.to_container(cfg, resolve=True)
+    environ = dict(os.environ)
+    if hc.mode == RunMode.MULTIRUN:
+        # the sweep's dir names it (timestamped once per sweep; a requeued job keeps it)
+        environ.setdefault("QE_RL_SWEEP", "sweep-" + Path(hc.sweep.dir).name)
     try:
-        run(composed, list(hc.overrides.task), Path(hc.runtime.output_dir))
+        run(composed, list(hc.overrides.task), Path(hc.runtime.output_dir), environ)
     except RunError as exc:
         print(f"error: {exc}", file=sys.stderr)
         if hc.mode == RunMode.MULTIRUN:

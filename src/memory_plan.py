@@ -4,30 +4,39 @@ src/plan.py calls `plan_memory` with numbers it read from the composed config (a
 the launcher passed in); nothing here reads files, the environment or devices.
 
 Units: GiB (2^30 bytes). N = actor parameters (model.params_b x 1e9), G = world size (verl's FSDP
-shards every actor/ref tensor over all G ranks: fsdp_size -1), tp = rollout tensor parallel,
-T = tokens. Per GPU:
+shards every actor/ref tensor over all G ranks: fsdp_size -1 gives a 1-D mesh of all ranks in
+verl/workers/engine/fsdp/utils.py create_device_mesh, and get_sharding_strategy picks FULL_SHARD for it;
+the FSDP2 tracker's shards confirm 4 N / G bytes), tp = rollout tensor parallel, T = tokens. Per GPU:
 
   actor params     4 N / G   fp32 (verl 0.9.1 builds the actor with fsdp_config.model_dtype fp32;
                              FSDP computes in bf16); 2 N / G with model_dtype bf16
   actor grads      4 N / G   same dtype as the params; update phase only (zero_grad(set_to_none))
   actor Adam       8 N / G   exp_avg + exp_avg_sq in fp32
   ref model        4 N / G   fp32 by default (ref.fsdp_config.model_dtype); only with a KL loss (grpo)
-  update activations, one micro batch of T = mu x (prompt + response) tokens (dynamic bsz:
-                   T = max_token_len_per_gpu): logits T x vocab x (2 + 4) bytes (bf16 logits and
-                   the fp32 copy log-softmax/entropy make) + T x hidden x 2 bytes x layers (gradient
-                   checkpointing keeps each layer's input)
-  vLLM             share x GPU. Inside it: weights 2 N / tp (bf16), 2 GiB for its activation peak
-                   and CUDA graphs, the rest KV cache. The step needs, per rollout replica (G / tp
+  update micro batch, T = mu x (prompt + response) tokens (dynamic bsz: T = max_token_len_per_gpu):
+                   what FSDP holds above the sharded params and grads while a micro batch runs forward
+                   + backward (unsharded units in flight, all-gather / reduce-scatter buffers,
+                   activations, the log-prob temporaries), measured with torch's FSDP2 memory tracker
+                   (src/memory_measured.py POLICY_UPDATE_PEAKS, benches/memory.py policy): a line in T
+                   per measured model (found by its shapes), for other models a fit over all of them,
+                   T x (a x vocab + b x hidden x layers) + c x vocab x hidden; with or without gradient
+                   checkpointing (actor_rollout_ref.model.enable_gradient_checkpointing). The
+                   AdamW step instead holds foreach temporaries of the shard's size (measured); the
+                   larger of the two counts
+  vLLM             share x GPU. Inside it: weights 2 N / tp (bf16), its profile run's activation peak
+                   (measured) + CUDA graphs + non-torch memory (published; src/memory_measured.py), the
+                   rest KV cache. The step needs, per rollout replica (G / tp
                    of them), min(P n / (G / tp), max_num_seqs) sequences x (prompt + response)
                    tokens x 2 (K, V) x layers x ceil(kv_heads / tp) x head_dim x 2 bytes
   scorer (shared placement, on one training GPU; dedicated: on its own GPU)
                    weights sum over its models of params x b (b = 2 for bf16/fp16, 4 for fp32; the
                    small heads stay fp32 and are ignored) + activations of one batch (the service
                    runs one batch at a time, so the largest model counts) at its budget
-                   T_s = scorer.batch_tokens: T_s x b x (hidden x (layers + 1) + 2 x ffn) (COMET
-                   keeps every layer's hidden states for its layer-wise mix, plus one FFN) +
-                   T_s x heads x 512 x 4 bytes (one layer's attention probabilities) + 1 GiB CUDA
-                   context of its process
+                   T_s = scorer.batch_tokens: T_s x hidden x (layers + 1) x c, c measured
+                   (src/memory_measured.py SCORER_BYTES_PER_HIDDEN: about 6.3 B in bf16, 8.3 B in
+                   fp32, the largest ratio over the stock comet classes' forward peaks in
+                   SCORER_PEAKS; comet keeps every layer's hidden states and an fp32 copy of each
+                   for its layer mix) + the CUDA context of its process (CUDA_CONTEXT_GB, cited there)
   reserve          memory.reserve_gb: CUDA contexts of the training and vLLM processes, NCCL
                    buffers, allocator fragmentation
 
@@ -35,8 +44,8 @@ A GPU must hold each phase (verl's hybrid engine runs them one after the other):
   rollout  actor params (0 with actor param_offload) + Adam (0 with optimizer_offload) + ref (0 with
            ref param_offload) + vLLM share + scorer + reserve
   update   actor params + grads + Adam (offloaded states come back for the step) + ref (0 with ref
-           param_offload) + update activations + scorer + reserve; vLLM sleeps (verl frees its
-           weights and KV cache, free_cache_engine)
+           param_offload) + max(micro batch, AdamW step temporaries) + scorer + reserve; vLLM sleeps
+           (verl frees its weights and KV cache, free_cache_engine)
 vLLM's share is derived: the configured share (model.gpu_memory_utilization) is a ceiling, lowered
 to what the rollout phase leaves free on the busiest GPU (the shared scorer's), rounded down to
 0.01. A plan is refused when that share leaves vLLM a KV cache smaller than the step needs, when
@@ -48,10 +57,15 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
+from src.memory_measured import (ADAM_STEP_TEMP_RATIO, CUDA_CONTEXT_GB, SCORER_BYTES_PER_HIDDEN, VLLM_CUDA_GRAPH_GB,
+                                 VLLM_NON_TORCH_GB, VLLM_PROFILE_PEAK_GB, policy_update_transient_bytes)
+
 GIB = 2 ** 30
-VLLM_OVERHEAD_GB = 2.0          # vLLM's activation peak (max_num_batched_tokens) and CUDA graphs
-SCORER_CONTEXT_GB = 1.0         # the scorer process's CUDA context and allocator
-SCORER_MAX_LEN = 512            # COMET encoders: 512 positions
+# What vLLM subtracts from its share before the KV cache (vllm/v1/worker/gpu_worker.py
+# determine_available_memory): its profile run's activation peak (measured, src/memory_measured.py), the
+# CUDA graphs it captures and non-torch allocations (published figures, cited there)
+VLLM_OVERHEAD_GB = VLLM_PROFILE_PEAK_GB + VLLM_CUDA_GRAPH_GB + VLLM_NON_TORCH_GB
+SCORER_CONTEXT_GB = CUDA_CONTEXT_GB
 SHARE_STEP = 0.01
 
 
@@ -105,6 +119,7 @@ class MemoryInputs:
     scorer_dtype: str
     scorer_batch_tokens: int
     scorer_models: tuple[ScorerModel, ...]
+    gradient_checkpointing: bool     # actor_rollout_ref.model.enable_gradient_checkpointing
 
 
 @dataclass(frozen=True)
@@ -143,8 +158,8 @@ def scorer_need_gb(models: tuple[ScorerModel, ...], dtype: str, batch_tokens: in
         return 0.0, 0.0, 0.0
     b = _dtype_bytes(dtype)
     weights = _gib(sum(m.params_b * 1e9 * b for m in models))
-    acts = max(_gib(batch_tokens * b * (m.hidden * (m.layers + 1) + 2 * m.ffn)
-                    + batch_tokens * m.heads * SCORER_MAX_LEN * 4) for m in models)
+    c = SCORER_BYTES_PER_HIDDEN["fp32" if b == 4 else "bf16"]
+    acts = max(_gib(batch_tokens * m.hidden * (m.layers + 1) * c) for m in models)
     return weights, acts, weights + acts + SCORER_CONTEXT_GB
 
 
@@ -157,7 +172,11 @@ def plan_memory(x: MemoryInputs) -> MemoryPlan:
     adam = _gib(8 * N / G)
     ref = _gib(_dtype_bytes(x.ref_dtype) * N / G) if x.use_ref else 0.0
     ref_resident = 0.0 if x.ref_param_offload else ref
-    update_acts = _gib(x.micro_tokens * a.vocab * (2 + 4) + x.micro_tokens * a.hidden * 2 * a.layers)
+    # measured (benches/memory.py policy, FSDP2 tracker): what one micro batch's forward + backward holds
+    # above the sharded state; the AdamW step instead holds foreach temporaries the size of the shard
+    update_acts = _gib(policy_update_transient_bytes(x.micro_tokens, a.vocab, a.hidden, a.layers,
+                                                     x.gradient_checkpointing))
+    step_temps = ADAM_STEP_TEMP_RATIO * params
 
     s_weights, s_acts, s_total = scorer_need_gb(x.scorer_models, x.scorer_dtype, x.scorer_batch_tokens)
     on_training_gpu = x.scorer_placement == "shared" and bool(x.scorer_models)
@@ -177,19 +196,25 @@ def plan_memory(x: MemoryInputs) -> MemoryPlan:
     kv_needed = _gib(seqs * x.max_seq_len * kv_per_token)
 
     rollout = resident + vllm + scorer_here + x.reserve_gb
-    update = params + grads + adam + ref_resident + update_acts + scorer_here + x.reserve_gb
+    update = params + grads + adam + ref_resident + max(update_acts, step_temps) + scorer_here + x.reserve_gb
 
     problems = []
+    # the scorer's share, as measured (benches/memory.py), so a refusal shows where the GiB go
+    scorer_txt = (f"scorer {scorer_here:.1f} (weights {s_weights:.1f} + activations {s_acts:.1f} at "
+                  f"{x.scorer_batch_tokens} tokens as measured in benches/RESULTS.md + context {SCORER_CONTEXT_GB:g})"
+                  if scorer_here else "scorer 0.0")
     if kv < kv_needed:
         problems.append(
             f"rollout: vLLM's share {share:.2f} x {x.gpu_gb:g} = {vllm:.1f} GiB (what is left beside actor "
-            f"{resident - ref_resident:.1f} + ref {ref_resident:.1f} + scorer {scorer_here:.1f} + reserve "
+            f"{resident - ref_resident:.1f} + ref {ref_resident:.1f} + {scorer_txt} + reserve "
             f"{x.reserve_gb:g}) leaves a KV cache of {kv:.1f} GiB after its weights {vllm_weights:.1f} + "
-            f"{VLLM_OVERHEAD_GB:g}, below the {kv_needed:.1f} GiB for {seqs} sequences x {x.max_seq_len} tokens")
+            f"{VLLM_OVERHEAD_GB:.1f} (profile peak, CUDA graphs), below the {kv_needed:.1f} GiB for {seqs} "
+            f"sequences x {x.max_seq_len} tokens")
     if update > x.gpu_gb:
         problems.append(
             f"update: actor params {params:.1f} + grads {grads:.1f} + Adam {adam:.1f} + ref {ref_resident:.1f} "
-            f"+ activations {update_acts:.1f} + scorer {scorer_here:.1f} + reserve {x.reserve_gb:g} = "
+            f"+ micro batch {max(update_acts, step_temps):.1f} ({x.micro_tokens} tokens, FSDP buffers + "
+            f"activations as measured in benches/RESULTS.md) + {scorer_txt} + reserve {x.reserve_gb:g} = "
             f"{update:.1f} GiB > {x.gpu_gb:g} GiB")
     if x.scorer_placement == "dedicated" and s_total > x.gpu_gb:
         problems.append(f"dedicated scorer: {s_total:.1f} GiB (weights {s_weights:.1f} + activations "

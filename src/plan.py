@@ -6,12 +6,15 @@ a verl config. Everything derived is derived here and nowhere else.
 """
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
 from src.memory_plan import ActorShape, MemoryInputs, MemoryPlan, ScorerModel, plan_memory
+from src.rewards.credit.launch import CreditConfigError, TokenCreditPlan
+from src.rewards.credit.launch import plan as plan_token_credit
+from src.stop_rules import StopRules, StopRulesError, stop_rules
+from src.time_limit import TimeLimitError, TimeLimitPlan, plan_time_limit
 from src.verl_rules import RULES, BatchValues, Rule, check
 
 
@@ -110,7 +113,8 @@ class RunPlan:
     # the CPUs Ray needs there (3 per training GPU + 10) or more if the user asks (slurm.cpus_per_task)
     node_gpus: int
     node_cpus: int
-    # wandb run id, stable per checkpoint dir: a requeued or resumed run continues its wandb run
+    # wandb run id, stable per run id: a requeued or resumed run continues its wandb run.
+    # Passed to verl through the environment (WANDB_RUN_ID); "" until with_identity
     wandb_run_id: str
     train_files: str
     val_files: str
@@ -127,6 +131,16 @@ class RunPlan:
     memory: MemoryPlan
     # verl keys the user passed through `verl.*` (batch pins removed; they live in `batch`)
     verl_passthrough: dict = field(default_factory=dict)
+    # 8 hex (src/run_identity.py) once with_identity is applied; the original run's id when this
+    # run reproduces it from its snapshot
+    run_id: str = ""
+    reproduces: Optional[str] = None
+    # what stops training instead of letting it shrink or spin (src/stop_rules.py)
+    stop_rules: Optional[StopRules] = None
+    # Slurm's time limit and when the step in progress is saved before it (src/time_limit.py)
+    time_limit: Optional[TimeLimitPlan] = None
+    # reward.credit=token: estimator, agent loop and token weights (src/rewards/credit/launch.py); None: sequence
+    token_credit: Optional[TokenCreditPlan] = None
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -272,11 +286,10 @@ def plan_batch(cfg: dict, gpus_per_node: int, world_size: int,
                      max_token_len_per_gpu=max_tokens)
 
 
-def checkpoint_dir(results_root: str, model: str, reward: str, mode: str, algo: str,
-                   world_size: int, seed: int) -> str:
-    # One dir per world size because FSDP shards are per rank; the seed level keeps a seed
-    # sweep from resuming another seed's checkpoints. No timestamps: requeue/resume find it.
-    return f"{results_root}/{model}/{reward}_{mode}/{algo}/gpus{world_size}/seed{seed}"
+def checkpoint_prefix(results_root: str, model: str, reward: str, mode: str, algo: str, world_size: int) -> str:
+    # One subtree per world size because FSDP shards are per rank. The run's own dir below it
+    # (with_identity) ends in the run id. No timestamps: requeue/resume find it.
+    return f"{results_root}/{model}/{reward}_{mode}/{algo}/gpus{world_size}"
 
 
 def ray_cpus_for(gpus: int) -> int:
@@ -284,11 +297,20 @@ def ray_cpus_for(gpus: int) -> int:
     return 3 * gpus + 10
 
 
-def wandb_run_id(checkpoint_dir: str) -> str:
-    # The checkpoint dir names one training trajectory (model, reward, algo, G, seed): every
-    # attempt that resumes it is the same wandb run. Passed to verl through the environment
-    # (WANDB_RUN_ID), never through the verl config, which stays byte-identical across re-runs.
-    return "qerl-" + hashlib.sha256(checkpoint_dir.encode()).hexdigest()[:16]
+def with_identity(plan: "RunPlan", run_id: str, name: str, reproduces: Optional[str] = None,
+                  reproduction: int = 0) -> "RunPlan":
+    """The plan with its run's names: checkpoint dir `<prefix>/<name>-<id>` (plus `-repro<N>` for
+    the N-th reproduction of a run from its snapshot), wandb id and experiment name carrying the id.
+    `plan.checkpoint_dir` is the prefix until this is applied (src/run_identity.py: the id is
+    computed without the names, so they can be derived from it)."""
+    from dataclasses import replace
+
+    leaf = f"{name}-{run_id}" + (f"-repro{reproduction}" if reproduces else "")
+    # wandb ids: letters, digits, - and _ only; the same id on every attempt resumes the wandb run
+    wandb_id = f"qerl-{run_id}" + (f"-repro{reproduction}" if reproduces else "")
+    return replace(plan, checkpoint_dir=f"{plan.checkpoint_dir}/{leaf}", run_id=run_id, reproduces=reproduces,
+                   wandb_run_id=wandb_id,
+                   wandb_run_name=f"{plan.model}-{plan.algo}-g{plan.world_size}-{leaf}")
 
 
 def _node_resources(cfg: dict, gpus_per_node: int) -> tuple[int, int]:
@@ -349,6 +371,8 @@ OFFLOAD_KEYS = {
 DTYPE_KEYS = {"actor_dtype": ("actor_rollout_ref.actor.fsdp_config.model_dtype", "fp32"),
               "ref_dtype": ("actor_rollout_ref.ref.fsdp_config.model_dtype", "fp32")}
 MAX_NUM_SEQS = ("actor_rollout_ref.rollout.max_num_seqs", 256)
+# src/verl_config.py turns gradient checkpointing on; a passthrough override comes after it and wins
+GRADIENT_CHECKPOINTING = ("actor_rollout_ref.model.enable_gradient_checkpointing", True)
 
 
 def _scorer_shapes(cfg: dict, names: list[str]) -> tuple[ScorerModel, ...]:
@@ -380,6 +404,7 @@ def _memory_inputs(cfg: dict, batch: BatchPlan, world_size: int, gpu_gb: float, 
                          heads=model["num_attention_heads"], kv_heads=model["num_kv_heads"], vocab=model["vocab_size"]),
         world_size=world_size, tp=batch.tp, samples_per_step=batch.samples_per_step, max_seq_len=max_seq,
         micro_tokens=micro, max_num_seqs=int(passthrough.get(MAX_NUM_SEQS[0], MAX_NUM_SEQS[1])),
+        gradient_checkpointing=bool(passthrough.get(*GRADIENT_CHECKPOINTING)),
         use_ref=bool(cfg["algo"]["use_kl_loss"]), vllm_share_ceiling=float(model["gpu_memory_utilization"]),
         scorer_placement=placement if scorer_models else None, scorer_dtype=scorer["dtype"],
         scorer_batch_tokens=scorer["batch_tokens"], scorer_models=_scorer_shapes(cfg, scorer_models),
@@ -391,11 +416,11 @@ def _gpu_gb(cfg: dict, detected: Optional[float]) -> float:
     if configured is None:
         if detected is None:
             raise PlanError("memory.gpu_gb is null (read it from the GPUs) but no GPU is visible here to read it "
-                            "from; set memory.gpu_gb=80 (GiB per card)")
+                            "from; set memory.gpu_gb=79.6 (GiB per card: what an 80 GB H100 reports)")
         return float(detected)
     if isinstance(configured, bool) or not isinstance(configured, (int, float)) or configured <= 0:
         raise PlanError(f"memory.gpu_gb must be a positive number of GiB or null, got {configured!r} "
-                        f"(e.g. memory.gpu_gb=80)")
+                        f"(e.g. memory.gpu_gb=79.6)")
     return float(configured)
 
 
@@ -480,8 +505,20 @@ def build_plan(cfg: dict, run_dir: str, gpu_memory_gb: Optional[float] = None) -
         why = ("; ".join(w for w in (why, f"actor/ref stay resident during rollout ({resident:.1f} GiB)") if w)
                + f" on a {memory.gpu_gb:g} GiB GPU with {memory.reserve_gb:g} GiB reserve")
         adjustments.append(Adjustment("gpu_memory_utilization", memory.vllm_share_ceiling, memory.vllm_share, why))
-    ckpt_dir = checkpoint_dir(cfg["paths"]["results_root"], model["name"], reward["name"], mode,
-                              algo["name"], world_size, cfg["seed"])
+    try:
+        token_credit = plan_token_credit(cfg)
+    except CreditConfigError as exc:
+        raise PlanError(str(exc)) from None
+    try:
+        rules = stop_rules(cfg)
+    except StopRulesError as exc:
+        raise PlanError(str(exc)) from None
+    try:
+        limit = plan_time_limit(cfg.get("slurm") or {})
+    except TimeLimitError as exc:
+        raise PlanError(str(exc)) from None
+    ckpt_dir = checkpoint_prefix(cfg["paths"]["results_root"], model["name"], reward["name"], mode,
+                                 algo["name"], world_size)
     backends = tuple(cfg["logger"]["backends"])
     return RunPlan(
         model=model["name"], model_path=model["path"], reward=reward["name"], reward_mode=mode,
@@ -491,15 +528,16 @@ def build_plan(cfg: dict, run_dir: str, gpu_memory_gb: Optional[float] = None) -
         checkpoint_dir=ckpt_dir,
         run_dir=run_dir,
         wandb_project=f"qe-rl-{reward['name']}-{mode}-s{batch.samples_per_step}",
-        wandb_run_name=f"{model['name']}-{algo['name']}-g{world_size}-seed{cfg['seed']}",
+        wandb_run_name=f"{model['name']}-{algo['name']}-g{world_size}",
         ray_cpus_needed=ray_needed, ray_num_cpus=ray_num_cpus,
         scorer_models=tuple(scorer_models),
         scorer_gpus_per_node=scorer_gpus, node_gpus=gpus_per_node + scorer_gpus, node_cpus=node_cpus,
-        wandb_run_id=wandb_run_id(ckpt_dir),
+        wandb_run_id="",
         train_files=data["train_files"], val_files=data["val_files"],
         max_prompt_length=data["max_prompt_length"], max_response_length=data["max_response_length"],
         logger_backends=backends, wandb_offline=bool(cfg["logger"].get("offline", False)),
         device=cfg["accelerator"]["device"], accelerator_env=dict(cfg["accelerator"].get("env") or {}),
         gpu_memory_utilization=memory.vllm_share, scorer=scorer_plan, memory=memory,
-        verl_passthrough=passthrough,
+        verl_passthrough=passthrough, stop_rules=rules, time_limit=limit,
+        token_credit=token_credit,
     )

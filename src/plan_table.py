@@ -9,6 +9,39 @@ from rich.table import Table
 from src.plan import RunPlan
 
 
+def stop_rule_rows(plan: RunPlan) -> list[tuple]:
+    """What stops training (src/stop_rules.py, enforced by src/training_guard.py)."""
+    r = plan.stop_rules
+    if r is None:
+        return []
+    rows = [("lost groups allowed", r.lost_groups_allowed, "scorer.lost_groups_allowed (then the run stops)")]
+    if r.filter_metric is not None:
+        rows.append(("DAPO gen batches per step", f"<= {r.max_gen_batches} (filter on {r.filter_metric})",
+                     "algo.filter_groups.max_num_gen_batches (then the run stops)"))
+    return rows
+
+
+def credit_row(plan: RunPlan) -> tuple[str, str, str]:
+    """reward.credit: where the reward lands on the response tokens (src/rewards/credit)."""
+    t = plan.token_credit
+    if t is None:
+        return ("reward credit", "sequence", "reward.credit: one score per answer, on its last token (verl's grpo)")
+    sev = ", ".join(f"{k} {-t.scale * w / max(t.severity_weights.values()):g}" for k, w in t.severity_weights.items())
+    return ("reward credit", f"token: {t.estimator}, weight {t.weight:g}",
+            f"reward.credit; token penalties from {t.source} ({sev}); agent loop {t.agent_loop}")
+
+
+def time_limit_rows(plan: RunPlan) -> list[tuple]:
+    """What a Slurm time limit costs (src/time_limit.py): the step in progress, if it ends in time."""
+    t = plan.time_limit
+    if t is None:
+        return []
+    return [("Slurm time limit", f"{t.timeout_min} min, signal {t.signal_delay_s} s before",
+             f"slurm.timeout_min/signal_delay_s: the step in progress is saved and the job requeued "
+             f"(<= {t.max_num_timeout} times) if it ends within {t.stop_by_s} s of the signal; "
+             f"else it resumes from the last periodic save")]
+
+
 def scorer_where(plan: RunPlan) -> str:
     s = plan.scorer
     if s is None:
@@ -30,7 +63,8 @@ def memory_rows(plan: RunPlan) -> list[tuple[str, str, str]]:
         ("actor FSDP shard per GPU", f"{m.actor_params_gb:.1f} + {m.actor_grads_gb:.1f} + {m.actor_optimizer_gb:.1f}",
          f"params + grads + Adam, GiB ({offload})"),
         ("reference model per GPU", f"{m.ref_gb:.1f}" if m.ref_gb else "-", "GiB (KL loss only)"),
-        ("update activations per GPU", f"{m.update_activations_gb:.1f}", "GiB: logits + checkpointed layers, one micro batch"),
+        ("update micro batch per GPU", f"{m.update_activations_gb:.1f}",
+         "GiB above the FSDP shards: activations + units in flight (measured, benches/RESULTS.md)"),
         ("vLLM weights + KV cache", f"{m.vllm_weights_gb:.1f} + {m.kv_cache_gb:.1f}",
          f"GiB of its {m.vllm_gb:.1f}; the step needs {m.kv_needed_gb:.1f} GiB KV "
          f"({m.rollout_seqs_per_replica} seqs per replica)"),
@@ -44,8 +78,12 @@ def memory_rows(plan: RunPlan) -> list[tuple[str, str, str]]:
     return rows
 
 
-def render(plan: RunPlan, command: list[str], verl_config_path: str, console: Console | None = None) -> None:
+def render(plan: RunPlan, command: list[str], verl_config_path: str, console: Console | None = None,
+           lineage: str | None = None) -> None:
+    """`lineage`: for a --from-snapshot run, the line saying whether it reproduces or resumes."""
     console = console or Console(width=140)
+    if lineage:
+        console.print(lineage, soft_wrap=True)
     why = {a.key: f"{a.intent} -> {a.value}: {a.reason}" for a in plan.adjustments}
     b = plan.batch
     table = Table(title=f"Run plan: {plan.model} / {plan.reward} ({plan.reward_mode}) / {plan.algo}",
@@ -73,13 +111,18 @@ def render(plan: RunPlan, command: list[str], verl_config_path: str, console: Co
          "ray_kwargs.ray_init.num_cpus"),
         ("scorer models", ", ".join(plan.scorer_models) or "none (no service started)", "QE scoring service"),
         ("scorer placement", scorer_where(plan), "scorer.placement"),
+        credit_row(plan),
         ("per node: GPUs, CPUs", f"{plan.node_gpus}, {plan.node_cpus}",
          f"Slurm request per node ({plan.scorer_gpus_per_node} dedicated scorer GPU(s))"),
-        ("checkpoint dir", plan.checkpoint_dir, "trainer.default_local_dir"),
+        *stop_rule_rows(plan),
+        *time_limit_rows(plan),
+        ("run id", plan.run_id + (f" (reproduces {plan.reproduces})" if plan.reproduces else ""),
+         "hash of the training config (src/run_identity.py)"),
+        ("checkpoint dir", plan.checkpoint_dir, "trainer.default_local_dir; metrics/ of every attempt"),
         ("wandb project", plan.wandb_project, "trainer.project_name"),
         ("wandb run name", plan.wandb_run_name, "trainer.experiment_name"),
-        ("wandb run id", plan.wandb_run_id, "WANDB_RUN_ID (env): stable per checkpoint dir"),
-        ("run dir", plan.run_dir, "snapshot/, train.log, metrics/<launch>.jsonl"),
+        ("wandb run id", plan.wandb_run_id, "WANDB_RUN_ID (env): stable per run id"),
+        ("run dir", plan.run_dir, "snapshot/, train.log of this launch"),
         ("verl config", verl_config_path, "validated by verl.utils.config.validate_config"),
     ]
     for name, value, note in rows:

@@ -119,3 +119,55 @@ def run(plan: RunPlan, environ: dict, cpu_count: int | None = None, gpus_per_nod
             f"{plan.checkpoint_dir} holds FSDP shards for world size {sorted(sizes)} but this run has "
             f"G={plan.world_size}; FSDP cannot resume across GPU counts: run with that GPU count or "
             f"move the checkpoints away")
+
+
+def _splits_in(path: Path) -> dict[str, int] | None:
+    """extra_info.split -> row count, reading that one nested column only (pyarrow); None when the
+    file's schema has no extra_info.split at all."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    schema = pq.ParquetFile(path).schema_arrow
+    info = schema.field("extra_info").type if "extra_info" in schema.names else None
+    if info is None or not hasattr(info, "get_field_index") or info.get_field_index("split") < 0:
+        return None
+    column = pq.read_table(path, columns=["extra_info.split"]).column(0)
+    return {("<missing>" if v["values"].as_py() is None else str(v["values"].as_py())): v["counts"].as_py()
+            for v in pc.value_counts(column)}
+
+
+def check_data_splits(plan: RunPlan, validation_splits) -> None:
+    """Validation rows are recognisable: the reward function (src/rewards/compute.py) gives the
+    validation reward exactly to rows whose extra_info.split is in `validation_splits`, so a val file
+    without that tag would silently be scored with the training reward, and a train file with it
+    would train on the validation reward. Runs in dry runs too whenever the files exist (a dry run
+    is where a user checks a new data set); a missing file is the existence check's business."""
+    allowed = sorted(str(s) for s in validation_splits)
+    for what, path, want_val, split in (("val data", plan.val_files, True, "val"),
+                                        ("train data", plan.train_files, False, "train")):
+        p = Path(path)
+        if not p.is_file():
+            continue
+        try:
+            counts = _splits_in(p)
+        except Exception as exc:  # noqa: BLE001 - any unreadable file gets the same one-line refusal
+            raise PreflightError(f"{what} {path} is not a readable parquet file ({type(exc).__name__}: "
+                                 f"{str(exc).splitlines()[0][:200] if str(exc) else ''}); prepare it with "
+                                 f"`python -m src.data.prepare --split {split} ...`") from None
+        fix = f"re-run `python -m src.data.prepare --split {split} ...` for this file (README: Data)"
+        if counts is None:
+            if want_val:
+                raise PreflightError(f"{what} {path} has no extra_info.split column, so its rows would get the "
+                                     f"training reward (validation rows need split in {allowed}); {fix}")
+            continue
+        wrong = {s: n for s, n in counts.items() if (s in allowed) != want_val}
+        if not wrong:
+            continue
+        n_rows = sum(counts.values())
+        seen = ", ".join(f"{s}: {n}" for s, n in sorted(wrong.items()))
+        if want_val:
+            raise PreflightError(f"{what} {path}: {sum(wrong.values())} of {n_rows} rows are not marked as validation "
+                                 f"rows (extra_info.split {seen}; needs one of {allowed}) and would get the training "
+                                 f"reward; {fix}")
+        raise PreflightError(f"{what} {path}: {sum(wrong.values())} of {n_rows} rows are marked as validation rows "
+                             f"(extra_info.split {seen}) and would be trained on the validation reward; {fix}")

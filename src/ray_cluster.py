@@ -25,6 +25,7 @@ import contextlib
 import json
 import os
 import shlex
+import secrets
 import signal
 import socket
 import subprocess
@@ -178,6 +179,23 @@ def _ray_env(env: dict) -> dict:
     return {**env, "RAY_USAGE_STATS_ENABLED": "0", "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"}
 
 
+def _auth_env(folder: Path, create: bool) -> dict:
+    """Ray 2.60 turns token authentication on by default (ray/_private/authentication/
+    authentication_token_setup.py, enable_token_auth_by_default) and each `ray start` looks for a token
+    in ~/.ray/auth_token, which node-local homes do not share and which a head may write after a worker
+    looked. So the job brings its own: one random token per attempt beside head.json (the run dir every
+    node already shares), read by Ray from RAY_AUTH_TOKEN_PATH; it never reaches a command line or log."""
+    path = folder / "ray_auth_token"
+    if create:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(secrets.token_hex(32))
+        os.replace(tmp, path)
+    return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(path)}
+
+
 def _ray_bin() -> str:
     return str(Path(sys.executable).with_name("ray"))
 
@@ -284,8 +302,10 @@ def wait_for_nodes(address: str, nodes: int, timeout_s: float, env: dict,
         time.sleep(0.5)
     out, err = proc.communicate()
     if proc.returncode != 0:
-        seen = out.strip().splitlines()[-1:] or ["?"]
         tail = (err.strip().splitlines() or [""])[-1]
+        seen = out.strip().splitlines()[-1:]
+        if not seen:   # the counter never connected: Ray's own reason is the message
+            raise RayBootstrapError(f"could not connect to the Ray cluster at {address}: {tail}")
         raise RayBootstrapError(f"only {seen[0]} of {nodes} nodes joined the Ray cluster at {address} "
                                 f"within {timeout_s:.0f}s {tail}".rstrip())
 
@@ -323,7 +343,8 @@ def head(task: SlurmTask, nodes: int, num_cpus: int, num_gpus: int, run_dir: Pat
     folder = rendezvous_dir(run_dir, task)
     ports, tmp, ip = node_ports(task.job_id, task.rank), temp_dir(task.job_id, task.rank), node_ip()
     address = f"{ip}:{ports.gcs}"
-    env = _ray_env(env)
+    auth = _auth_env(folder, create=True)   # before head.json: a worker that sees the address finds it
+    env = {**_ray_env(env), **auth}
     proc = _start(ray_start_command(_ray_bin(), ports, tmp, ip, num_cpus, num_gpus, None), env, folder, task.rank)
     try:
         _wait_port(ip, ports.gcs, proc, 120, folder / f"node-{task.rank}.log")
@@ -332,7 +353,7 @@ def head(task: SlurmTask, nodes: int, num_cpus: int, num_gpus: int, run_dir: Pat
         print(f"ray head at {address} (temp dir {tmp}); waiting for {nodes} nodes", flush=True)
         wait_for_nodes(address, nodes, join_wait_s, env, abort=lambda: _failed_workers(folder))
         print(f"ray cluster up: {nodes} nodes at {address}", flush=True)
-        yield {"RAY_ADDRESS": address, "RAY_USAGE_STATS_ENABLED": "0"}
+        yield {"RAY_ADDRESS": address, "RAY_USAGE_STATS_ENABLED": "0", **auth}
     finally:
         release_workers(run_dir, task)
         deadline = time.monotonic() + LEAVE_WAIT_S
@@ -340,6 +361,7 @@ def head(task: SlurmTask, nodes: int, num_cpus: int, num_gpus: int, run_dir: Pat
                and not all((folder / f"left-{rank}").exists() for rank in range(1, nodes))):
             time.sleep(0.3)
         stop(proc, tmp)
+        Path(auth["RAY_AUTH_TOKEN_PATH"]).unlink(missing_ok=True)
 
 
 def run_worker(task: SlurmTask, num_cpus: int, num_gpus: int, run_dir: Path, env: dict,
@@ -359,7 +381,7 @@ def run_worker(task: SlurmTask, num_cpus: int, num_gpus: int, run_dir: Path, env
         time.sleep(0.5)
     address = json.loads(head_file.read_text(encoding="utf-8"))["address"]
     ports, tmp = node_ports(task.job_id, task.rank), temp_dir(task.job_id, task.rank)
-    env = _ray_env(env)
+    env = {**_ray_env(env), **_auth_env(folder, create=False)}
     proc = _start(ray_start_command(_ray_bin(), ports, tmp, node_ip(), num_cpus, num_gpus, address), env,
                   folder, task.rank)
     print(f"ray worker node {task.rank} joining {address} (temp dir {tmp})", flush=True)

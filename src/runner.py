@@ -5,22 +5,34 @@ scoring service): each is a context manager entered before verl starts and exite
 path out (normal end, error, Ctrl-C, SIGTERM), and may add environment variables for verl.
 A service that fails for good while training runs (the scorer died again after its restart)
 calls a `TrainingStop`: training is terminated and `run` raises `ServiceFailure` with its reason.
+The trainer itself stops a run it must not continue (lost groups, unbounded DAPO resampling;
+src/training_guard.py) by writing one line to $QE_TRAINING_STOP_FILE and exiting: `run` raises
+`ServiceFailure` with that line too, so the user sees the reason, not verl's traceback.
+A Slurm time limit (`TimeLimitWatch`, protocol in src/time_limit.py) does not kill training: the
+trainer saves the step in progress and ends, then the job is requeued and resumes from that step.
 """
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import os
+import select
 import signal
+import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
-from typing import Callable, ContextManager, Iterable
+from typing import Callable, ContextManager, Iterable, Optional
 
+from src import time_limit
 from src.process_group import stop_group
 from src.redact import scrub
 
-VERL_ENTRY = ["-m", "verl.trainer.main_ppo"]
+# verl's main_ppo with a trainer that saves the step in progress on a time limit (src/train_entry.py)
+VERL_ENTRY = ["-m", "src.train_entry"]
+STOP_FILE_ENV = "QE_TRAINING_STOP_FILE"  # src/training_guard.py writes it
 
 
 def verl_command(python: str, snapshot_dir: Path, run_dir: Path) -> list[str]:
@@ -53,6 +65,169 @@ class SigtermAsInterrupt:
 
 class ServiceFailure(RuntimeError):
     """A service beside training failed for good; training was stopped. One line."""
+
+
+class TimeLimitReached(ServiceFailure):
+    """The time-limit signal came outside a submitit job (nothing to requeue it). One line."""
+
+
+def time_limit_signal() -> signal.Signals:
+    """The signal Slurm sends before the time limit: submitit's (SUBMITIT_PREEMPT_SIGNAL, default
+    USR2; submitit/core/job_environment.py, JobEnvironment._usr_sig)."""
+    return getattr(signal, "SIG" + os.environ.get("SUBMITIT_PREEMPT_SIGNAL", "USR2"))
+
+
+class TimeLimitSignalBlocked:
+    """Block the time-limit signal in this thread while children start: Slurm sends it to every
+    process of the job step (all of them under proctrack/linuxproc and cgroup, whatever their
+    session), and its default action would kill verl, its Ray workers and the scorer at once.
+    A blocked mask is inherited through fork and exec, so every process started inside keeps it."""
+
+    def __init__(self, signum: Optional[signal.Signals] = None):
+        self.signum = signum or time_limit_signal()
+
+    def __enter__(self):
+        self._mask = signal.pthread_sigmask(signal.SIG_BLOCK, {self.signum})
+        return self
+
+    def __exit__(self, *exc):
+        signal.pthread_sigmask(signal.SIG_SETMASK, self._mask)
+        return False
+
+
+class TimeLimitWatch(TimeLimitSignalBlocked):
+    """Slurm's time-limit signal while training runs (src/time_limit.py, steps 2 and 4).
+
+    The signal is blocked (see the base class) and taken by a thread with sigtimedwait. A thread
+    started earlier without the block may receive it instead: Python's C handler then only marks it
+    for the main thread, which sits in a blocking read of training's output and would run the
+    handler at the next line (maybe never); so the watcher also reads Python's wakeup fd, which that
+    C handler writes from whichever thread it runs on (signal.set_wakeup_fd). On the signal:
+    the flag for the trainer, and a deadline after which training is stopped. `after_training`
+    then hands the signal to the handler that was there before, submitit's, which requeues the job
+    (scontrol requeue, bounded by max_num_timeout) and exits the job process.
+    """
+
+    def __init__(self, checkpoint_dir: str, stop_by_s: float, signum: Optional[signal.Signals] = None,
+                 log: Callable[[str], None] = print):
+        super().__init__(signum)
+        self.checkpoint_dir, self.stop_by_s, self.log = checkpoint_dir, stop_by_s, log
+        self.received_at: Optional[float] = None
+        self.stopped_at_deadline = False
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._signalled = threading.Event()
+        self._ended = False
+        self._proc: Optional[subprocess.Popen] = None
+        self._timer: Optional[threading.Timer] = None
+
+    def __enter__(self):
+        time_limit.clear(self.checkpoint_dir)
+        super().__enter__()
+        self._previous = signal.getsignal(self.signum)
+        self._wakeup = None
+        if threading.current_thread() is threading.main_thread():
+            # only an event: the handler may run inside a write of the main thread (EINTR), where
+            # writing the log again would be a reentrant call; the watcher thread does the work
+            signal.signal(self.signum, lambda signum, frame: self._signalled.set())
+            self._wakeup = socket.socketpair()
+            self._wakeup[1].setblocking(False)
+            self._old_wakeup_fd = signal.set_wakeup_fd(self._wakeup[1].fileno(), warn_on_full_buffer=False)
+        self._thread = threading.Thread(target=self._wait, name="time-limit-signal", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._done.set()
+        self._thread.join()
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._wakeup is not None:
+            signal.set_wakeup_fd(self._old_wakeup_fd)
+            for sock in self._wakeup:
+                sock.close()
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(self.signum, self._previous)
+        return super().__exit__(*exc)
+
+    def attach(self, proc: subprocess.Popen) -> None:
+        with self._lock:
+            self._proc = proc
+
+    def training_ended(self) -> None:
+        """Training exited on its own: a signal from now on has no step to save."""
+        with self._lock:
+            self._ended = True
+
+    def _wait(self) -> None:
+        while not self._done.is_set():
+            if self._signalled.is_set() or signal.sigtimedwait({self.signum}, 0) is not None:
+                self._received()
+            if self._wakeup is None:
+                time.sleep(0.2)
+            elif select.select([self._wakeup[0]], [], [], 0.2)[0]:
+                # one byte per signal Python caught (SIGCONT and SIGTERM too)
+                if self.signum in self._wakeup[0].recv(64):
+                    self._received()
+
+    def _received(self) -> None:
+        with self._lock:
+            if self.received_at is not None or self._ended:
+                return
+            self.received_at = time.time()
+        # Slurm may signal up to a minute early (sbatch(1), --signal): the job's end decides when
+        # it is known; the plan's stop_by_s is the time the signal itself promises
+        end = _slurm_end_time()
+        left = self.stop_by_s if end is None else end - time_limit.REQUEUE_S - self.received_at
+        time_limit.request(self.checkpoint_dir, self.signum.name, left)
+        self.log(f"time limit: {self.signum.name} received; training saves the step in progress and ends "
+                 f"(stopped in {max(left, 0):.0f}s otherwise)")
+        self._timer = threading.Timer(max(left, 0.0), self._deadline)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _deadline(self) -> None:
+        with self._lock:
+            if self._proc is not None and self._proc.poll() is None:
+                self.stopped_at_deadline = True
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self._proc.pid, signal.SIGTERM)
+
+    def after_training(self) -> None:
+        """After training ended, before the services stop: requeue if the signal came (may not return)."""
+        if self.received_at is None:
+            return
+        result = time_limit.saved(self.checkpoint_dir)
+        if result is not None and result.get("finished"):
+            self.log(f"time limit: training finished at step {result['step']} before it; nothing to requeue")
+            return
+        if result is not None:
+            how = "saved now" if result.get("saved_now") else "saved by the periodic save"
+            line = f"time limit: step {result['step']} {how} in {self.checkpoint_dir}"
+        else:
+            why = "was stopped at its deadline" if self.stopped_at_deadline else "ended"
+            line = (f"time limit: training {why} before the end of a step; the run resumes from the last "
+                    f"checkpoint in {self.checkpoint_dir} (raise slurm.signal_delay_s to one step + one save + "
+                    f"{time_limit.REQUEUE_S}s)")
+        previous = self._previous
+        if callable(previous):
+            self.log(line + "; requeueing the job")
+            previous(self.signum, None)  # submitit: scontrol requeue, then sys.exit
+            return
+        raise TimeLimitReached(line + "; run the same command again to continue from it")
+
+
+def _slurm_end_time() -> Optional[float]:
+    """The job's end (epoch seconds) as Slurm has it now, or None outside Slurm."""
+    job = os.environ.get("SLURM_JOB_ID")
+    if not job:
+        return None
+    try:
+        out = subprocess.run(["squeue", "-h", "-j", job, "-o", "%e"], capture_output=True, text=True,
+                             timeout=10).stdout.strip()
+        return dt.datetime.fromisoformat(out.splitlines()[0]).timestamp()
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None
 
 
 class TrainingStop:
@@ -88,18 +263,35 @@ def _stop(proc: subprocess.Popen, grace_s: float = 30.0) -> None:
 
 
 def run(command: list[str], env: dict, log_path: Path,
-        services: Iterable[Callable[[dict], ContextManager[dict]]] = (), stop: TrainingStop | None = None) -> int:
+        services: Iterable[Callable[[dict], ContextManager[dict]]] = (), stop: TrainingStop | None = None,
+        watch: TimeLimitWatch | None = None) -> int:
     """Start services, run `command` streaming to stdout and `log_path`, stop everything. Raises
-    ServiceFailure when a service called `stop` (training was terminated for it)."""
+    ServiceFailure when a service called `stop` (training was terminated for it). With `watch`, a
+    time-limit signal makes training save and end, then the job is requeued (may not return)."""
     stop = stop or TrainingStop()
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with SigtermAsInterrupt(), contextlib.ExitStack() as stack:
-        for service in services:
-            env.update(stack.enter_context(service(env)))
-        with open(log_path, "a", encoding="utf-8") as log:
+    # beside the log, per launch: a requeued job must not read the last attempt's reason
+    stop_file = log_path.parent / "training_stop.txt"
+    with contextlib.suppress(FileNotFoundError):
+        stop_file.unlink()
+    env[STOP_FILE_ENV] = str(stop_file)
+    with open(log_path, "a", encoding="utf-8") as log:
+        def say(line: str) -> None:
+            print(line, flush=True)
+            log.write(line + "\n")
+            log.flush()
+
+        if watch is not None:
+            watch.log = say
+        # the watch first: the services' processes (scorer, Ray head) inherit its signal block
+        with SigtermAsInterrupt(), (watch or contextlib.nullcontext()), contextlib.ExitStack() as stack:
+            for service in services:
+                env.update(stack.enter_context(service(env)))
             proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     text=True, errors="replace", bufsize=1, start_new_session=True)
             stop.attach(proc)
+            if watch is not None:
+                watch.attach(proc)
             try:
                 for line in proc.stdout:
                     line = scrub(line, env)
@@ -107,9 +299,25 @@ def run(command: list[str], env: dict, log_path: Path,
                     log.write(line)
                     log.flush()
                 code = proc.wait()
+                if watch is not None:
+                    watch.training_ended()
             finally:
-                _stop(proc)
-            if stop.reason is not None:
-                log.write(f"training stopped: {stop.reason}\n")
-                raise ServiceFailure(stop.reason)
-            return code
+                # a run stopped at the time-limit deadline has little time left before Slurm's kill
+                _stop(proc, 5.0 if watch is not None and watch.stopped_at_deadline else 30.0)
+            reason = stop.reason or (_read_stop(stop_file) if code != 0 else None)
+            if reason is not None:
+                log.write(f"training stopped: {reason}\n")
+                raise ServiceFailure(reason)
+            if watch is not None:
+                # before the services stop: the requeue must reach Slurm before its kill at the
+                # limit; stopping them is then cut short at worst
+                watch.after_training()
+        return code
+
+
+def _read_stop(path: Path) -> str | None:
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    return text.splitlines()[0] if text else None

@@ -11,7 +11,8 @@ its own env (`scorer.python`, .venv-scorer) as `python -m src.scorer.serve --con
   scorer.ready_timeout_s, is a one-line ScorerError with the tail of its log.
 - Watch: a thread polls the process. If it dies while training runs it is restarted (up to
   scorer.restarts times) on the same port with the same token, so the reward workers' URL and
-  token stay valid (their client retries meanwhile); one more death calls `on_fatal` (the
+  token stay valid (their client polls /health for up to scorer.ready_timeout_s, given to it as
+  QE_SCORER_READY_TIMEOUT_S, and sends the request again: no sample is lost); one more death calls `on_fatal` (the
   runner then stops training with that message).
 - Stop: SIGTERM to the service's process group (it drains queued work), SIGKILL after a grace
   period; the watcher is stopped first so a stop is never mistaken for a death.
@@ -40,6 +41,10 @@ from src.scorer.config import ModelSpec, ScorerConfig, dump_config
 
 TOKEN_ENV = "QE_SCORER_TOKEN"
 URL_ENV, LOG_ENV = "QE_SCORER_URL", "QE_SCORER_LOG"
+READY_TIMEOUT_ENV = "QE_SCORER_READY_TIMEOUT_S"
+# a reward call that finds the service down waits this much longer than a restart may take: the
+# watcher notices the death within POLL_S and /health is asked after the ready file appears
+RESTART_NOTICE_S = 30.0
 CODE_ROOT = Path(__file__).resolve().parents[1]
 POLL_S = 0.2
 HEALTH_TIMEOUT_S = 10.0
@@ -107,7 +112,8 @@ class ScorerProcess:
             raise
         self._watcher = threading.Thread(target=self._watch, name=f"scorer-watch-{self.name}", daemon=True)
         self._watcher.start()
-        return {URL_ENV: self.url, TOKEN_ENV: self.token, LOG_ENV: str(self.log_path)}
+        return {URL_ENV: self.url, TOKEN_ENV: self.token, LOG_ENV: str(self.log_path),
+                READY_TIMEOUT_ENV: f"{self.plan.ready_timeout_s + RESTART_NOTICE_S:g}"}
 
     def stop(self) -> None:
         self._stopping.set()

@@ -22,6 +22,9 @@ from src.redact import secret_values
 DERIVED = {"gpus_per_node": "gpus= (and scorer.placement/dedicated_gpus for the scorer's GPUs)",
            "cpus_per_task": "slurm.cpus_per_task", "gpus_per_task": "gpus=", "cpus_per_gpu": "slurm.cpus_per_task",
            "gres": "gpus="}
+# launcher keys read from the `slurm:` section, whose values the plan checks (src/time_limit.py):
+# a different value set on hydra.launcher directly would bypass that check
+FROM_SLURM_SECTION = ("timeout_min", "signal_delay_s", "max_num_timeout")
 # launcher keys that configure the submitit executor itself, not sbatch
 _NOT_SBATCH = ("_target_", "submitit_folder", "max_num_timeout")
 
@@ -37,6 +40,11 @@ def check(launcher: dict, composed: dict, environ: dict) -> None:
                                f"set {instead} instead")
     if launcher.get("nodes", 1) != 1 or launcher.get("tasks_per_node", 1) != 1:
         raise RequestError("hydra.launcher.nodes/tasks_per_node are derived from the plan; set nodes=K instead")
+    slurm = composed.get("slurm") or {}
+    for key in FROM_SLURM_SECTION:
+        if key in launcher and key in slurm and launcher[key] != slurm[key]:
+            raise RequestError(f"hydra.launcher.{key}={launcher[key]} differs from slurm.{key}={slurm[key]}; "
+                               f"set slurm.{key}={launcher[key]} instead (the plan checks it against the time limit)")
     text = json.dumps([launcher, composed], default=str)
     for name, value in sorted(environ.items()):
         if secret_values({name: value}) and value in text:
@@ -62,6 +70,10 @@ def executor_params(launcher: dict, plan: RunPlan, nodes_as_tasks: bool, setup_e
 
     params = {k: v for k, v in launcher.items() if k not in _NOT_SBATCH and v is not None}
     params.update(resources(plan, nodes_as_tasks))
+    # Slurm signals the job this long before its limit; the runner then has the step in progress
+    # saved (src/time_limit.py). From the plan, which checked it against the limit.
+    params["timeout_min"] = plan.time_limit.timeout_min
+    params["signal_delay_s"] = plan.time_limit.signal_delay_s
     params["setup"] = list(params.get("setup") or []) + list(setup_extra)
     extra = dict(params.get("additional_parameters") or {})
     # the job starts in the code copied at submission, so it imports that code and reads its conf/

@@ -15,6 +15,22 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from src.plan import RunPlan
 from src.rewards import settings as rewards_settings
+from src.rewards.credit import launch as credit_launch
+
+# conf/algo reward_manager -> a class in src/rewards/managers.py that verl loads by module path
+# (verl/trainer/ppo/reward.py, resolve_reward_manager_cls, source=importlib): verl's dapo manager
+# adds the overlong penalty to validation rows too; ours keeps validation scores pure. Names not
+# listed are verl's registered managers as they are.
+REWARD_MANAGERS = {"dapo": "PureValidationDAPORewardManager"}
+
+
+def _manager(cfg: dict) -> tuple[str, str, str | None]:
+    """(source, name, module path) of reward.reward_manager for the algo's manager."""
+    name = cfg["algo"]["reward_manager"]
+    if name in REWARD_MANAGERS:
+        return "importlib", REWARD_MANAGERS[name], "pkg://src.rewards.managers"
+    return "register", name, None
+
 
 # verl key -> value taken from the plan. One row per key; this table is the only place plan
 # fields meet verl names. Keys verl's schema lacks start with '+'.
@@ -63,12 +79,25 @@ VERL_KEYS: list[tuple[str, Callable[[RunPlan, dict], Any]]] = [
     ("actor_rollout_ref.ref.log_prob_max_token_len_per_gpu",
         lambda p, c: p.batch.max_token_len_per_gpu or 2 * (p.max_prompt_length + p.max_response_length)),
     # algorithm
-    ("algorithm.adv_estimator", lambda p, c: c["algo"]["adv_estimator"]),
+    # grpo_token with reward.credit=token (src/rewards/credit/estimator.py), else the algo's
+    ("algorithm.adv_estimator", lambda p, c: credit_launch.adv_estimator(p.token_credit, c["algo"]["adv_estimator"])),
     ("algorithm.norm_adv_by_std_in_grpo", lambda p, c: c["algo"]["norm_adv_by_std_in_grpo"]),
     ("algorithm.use_kl_in_reward", lambda p, c: False),
     ("algorithm.filter_groups.enable", lambda p, c: c["algo"]["filter_groups"]["enable"]),
     ("algorithm.filter_groups.metric", lambda p, c: c["algo"]["filter_groups"]["metric"]),
     ("algorithm.filter_groups.max_num_gen_batches", lambda p, c: c["algo"]["filter_groups"]["max_num_gen_batches"]),
+    # verl's sync replay buffer with the project's stop rules (src/training_guard.py says why): it
+    # takes the arguments verl gives its built-in buffer from sampler_kwargs
+    # (verl/trainer/ppo/v1/trainer_base.py _build_replay_buffer passes custom samplers only those)
+    ("trainer.v1.sampler.custom_sampler.path", lambda p, c: "pkg://src.training_guard"),
+    ("trainer.v1.sampler.custom_sampler.name", lambda p, c: "GuardedReplayBuffer"),
+    # verl's schema has sampler_kwargs as an empty dict: `++` fills it
+    ("++trainer.v1.sampler.sampler_kwargs", lambda p, c: {
+        "lost_groups_allowed": p.stop_rules.lost_groups_allowed,
+        "max_gen_batches": p.stop_rules.max_gen_batches,
+        "filter_metric": p.stop_rules.filter_metric,
+        "train_batch_size": p.batch.P,
+        "max_inflight_gen_batches": c["algo"]["filter_groups"].get("max_inflight_gen_batches", 1)}),
     # reward: our compute_score (src/rewards) with the reward group's settings. Imported by
     # module name, not file path, so the config is the same for a checkout and a Slurm code copy;
     # verl must start with the code root as its working directory (or on PYTHONPATH). The scorer
@@ -76,8 +105,11 @@ VERL_KEYS: list[tuple[str, Callable[[RunPlan, dict], Any]]] = [
     ("reward.custom_reward_function.path", lambda p, c: "pkg://src.rewards.compute"),
     ("reward.custom_reward_function.name", lambda p, c: "compute_score"),
     ("+reward.custom_reward_function.reward_kwargs",
-        lambda p, c: rewards_settings.reward_kwargs(c["reward"], c["scorer"]["models"])),
-    ("reward.reward_manager.name", lambda p, c: c["algo"]["reward_manager"]),
+        lambda p, c: {**rewards_settings.reward_kwargs(c["reward"], c["scorer"]["models"]),
+                      **credit_launch.reward_kwargs(p.token_credit)}),
+    ("reward.reward_manager.source", lambda p, c: _manager(c)[0]),
+    ("reward.reward_manager.name", lambda p, c: _manager(c)[1]),
+    ("reward.reward_manager.module.path", lambda p, c: _manager(c)[2]),
     ("+reward.reward_kwargs.overlong_buffer_cfg.enable", lambda p, c: c["algo"]["overlong_buffer"]["enable"]),
     ("+reward.reward_kwargs.overlong_buffer_cfg.len", lambda p, c: c["algo"]["overlong_buffer"]["len"]),
     ("+reward.reward_kwargs.overlong_buffer_cfg.penalty_factor",
@@ -148,6 +180,8 @@ def overrides(plan: RunPlan, cfg: dict) -> list[str]:
         if value is None and key.endswith("_per_gpu") and plan.batch.dynamic_bsz:
             continue  # dynamic bsz: verl wants the micro keys unset
         out.append(f"{key}={_format(value)}")
+    # reward.credit=token only: agent loop manager, agent loop, estimator weights (none for sequence)
+    out += [f"{key}={_format(value)}" for key, value in credit_launch.verl_overrides(plan.token_credit)]
     # `++` adds or overrides: the user's explicit verl keys win over the table above
     out += [f"++{key}={_format(value)}" for key, value in sorted(plan.verl_passthrough.items())]
     return out
@@ -167,11 +201,25 @@ def compose(override_list: list[str]) -> DictConfig:
 
 
 def validate(cfg: DictConfig) -> None:
-    """verl's own start-up validation (the same call main_ppo makes)."""
+    """verl's own start-up validation (the same call main_ppo makes), then src/verl_checks.py: what
+    validate_config lets through and verl's workers refuse only on the GPU node. verl's warnings
+    (e.g. need_critic's "Disabled critic") are shown only when the config passes, so a refusal is
+    the one line of the refusal."""
+    import warnings
+
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
 
-    validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+    from src import verl_checks
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+        # registers grpo_token here as the trainer process will, so verl_checks finds it in verl's registry
+        credit_launch.check(cfg)
+        verl_checks.run(cfg)
+    for w in caught:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
 def build(plan: RunPlan, cfg: dict) -> DictConfig:

@@ -4,10 +4,12 @@ What verl writes, and where (the launcher sets the paths):
 
 - metrics: verl's file logger (`trainer.logger` contains "file") writes one JSON line per
   `Tracking.log` call, `{"step": <global step>, "data": {<metric>: <value>}}`, to
-  `$VERL_FILE_LOGGER_PATH` (the launcher sets `<run>/metrics.jsonl`). NaN values arrive as null
-  (orjson). verl opens that file with mode "wb": a relaunch into the same run directory (a Slurm
-  requeue) starts it afresh, so files under `<run>/metrics/` are read too and everything is merged
-  by step, newer files winning for a step logged twice.
+  `$VERL_FILE_LOGGER_PATH`. NaN values arrive as null (orjson). verl opens that file with mode
+  "wb", so the launcher gives each launch its own file in the run's checkpoint dir
+  (`<checkpoint dir>/metrics/<stamp>-<run dir name>.jsonl`, the dir the run dir's verl config names
+  as trainer.default_local_dir); `<run>/metrics/*.jsonl` and `<run>/metrics.jsonl` are read too.
+  Everything is merged by step, newer files winning for a step logged twice (a resumed attempt
+  re-logs the steps after its last checkpoint).
 - validation generations: `trainer.validation_data_dir` gets `<global step>.jsonl`, one line per
   sample: input (decoded prompt), output (decoded response), gts, score, step, reward, and every key
   the reward function returned in its dict (plus uid). Read from `<run>/val_generations/`, else from
@@ -61,12 +63,19 @@ class RunData:
     val_dir: Path | None = None  # where validation generations were looked for
 
 
-def metric_files(run_dir: Path) -> list[Path]:
-    files = sorted((run_dir / METRICS_DIR).glob("*.jsonl")) if (run_dir / METRICS_DIR).is_dir() else []
-    if (run_dir / METRICS_FILE).is_file():
-        files.insert(0, run_dir / METRICS_FILE)
+def metric_files(run_dir: Path, checkpoint_dir: Path | None = None) -> list[Path]:
+    """Every attempt's metrics file: the run dir's own (older launcher layout) and the checkpoint
+    dir's `metrics/<stamp>-<run dir>.jsonl`, one per launch of the run (a requeue, a rerun, a
+    --from-snapshot --resume), so all attempts read as one series."""
+    files = []
+    for base in [run_dir] + ([checkpoint_dir] if checkpoint_dir else []):
+        if (base / METRICS_DIR).is_dir():
+            files += sorted((base / METRICS_DIR).glob("*.jsonl"))
+        if (base / METRICS_FILE).is_file():
+            files.append(base / METRICS_FILE)
+    unique = list({p.resolve(): p for p in files}.values())
     # Oldest first, so a later launch's lines override an earlier one's for the same step.
-    return sorted(files, key=lambda p: (p.stat().st_mtime, p.name))
+    return sorted(unique, key=lambda p: (p.stat().st_mtime, p.name))
 
 
 def _read_jsonl(path: Path) -> list[dict]:
@@ -185,7 +194,11 @@ def dump_dir(run_dir: Path, default_name: str, configured) -> Path:
 def load_run(run_dir: Path, verl_config: Path | None = None) -> RunData:
     if not run_dir.is_dir():
         raise RunDirError(f"run directory not found: {run_dir}")
-    files = metric_files(run_dir)
+    if verl_config is not None and not verl_config.is_file():
+        raise RunDirError(f"verl config not found: {verl_config}")
+    cfg = load_verl_config(run_dir, verl_config)
+    ckpt = _nested(cfg, "trainer.default_local_dir")
+    files = metric_files(run_dir, Path(str(ckpt)) if ckpt else None)
     if not files:
         raise RunDirError(
             f"no metrics in {run_dir}: expected {METRICS_DIR}/*.jsonl or {METRICS_FILE} from verl's file logger "
@@ -194,9 +207,6 @@ def load_run(run_dir: Path, verl_config: Path | None = None) -> RunData:
     metrics = load_metrics(files)
     if metrics.empty:
         raise RunDirError(f"metrics files in {run_dir} hold no metric lines: {', '.join(map(str, files))}")
-    if verl_config is not None and not verl_config.is_file():
-        raise RunDirError(f"verl config not found: {verl_config}")
-    cfg = load_verl_config(run_dir, verl_config)
     val_dir = dump_dir(run_dir, VAL_GENERATIONS_DIR, _nested(cfg, "trainer.validation_data_dir"))
     rollout_dir = dump_dir(run_dir, ROLLOUT_GENERATIONS_DIR, _nested(cfg, "trainer.rollout_data_dir"))
     return RunData(

@@ -6,7 +6,8 @@ Each sample is one line of verl's validation dump (`<validation_data_dir>/<step>
 function returned in its dict. Read from that dict when present: `src`, `translation` (the text that
 was scored; span offsets point into it) and `error_spans` (xCOMET spans, a JSON string or a list of
 {start, end, severity, text, confidence}); otherwise the source is recovered from the prompt and
-the translation from the `<translate>` tag of the response.
+the translation from the `<translate>` tag of the response. With reward.credit=token, `credit_tokens`
+adds a line under the translation with its tokens coloured by the penalty each gets in training.
 
 Every piece of text from the run goes through html.escape: model outputs are arbitrary strings.
 """
@@ -110,6 +111,34 @@ def highlight(mt: str, spans: list[dict]) -> str:
     return html
 
 
+def credit_html(output: str, translation: str | None, raw) -> str:
+    """The translation's tokens coloured by token-level credit (reward.credit=token): `raw` is the
+    agent loop's `credit_tokens` JSON, [[start, end, penalty], ...] in characters of the decoded
+    response `output` (src/rewards/credit/agent_loop.py); the redder, the larger the penalty the
+    token gets in training. "" when there is nothing to show."""
+    if not isinstance(raw, str) or not raw or not translation:
+        return ""
+    try:
+        toks = [t for t in json.loads(raw) if isinstance(t, list) and len(t) == 3]
+    except json.JSONDecodeError:
+        return ""
+    open_at = output.find("<translate>")
+    at = output.find(translation, open_at if open_at >= 0 else 0)
+    if at < 0 or not toks:
+        return ""
+    end = at + len(translation)
+    worst = max((-float(p) for _, _, p in toks), default=0.0) or 1.0
+    parts = []
+    for s, e, p in toks:
+        s, e = max(int(s), at), min(int(e), end)
+        if s >= e:
+            continue
+        alpha = min(1.0, -float(p) / worst) if p < 0 else 0.0
+        parts.append(f'<span class="tok" style="background: rgba(230, 40, 40, {alpha:.2f})" '
+                     f'title="{float(p):g}">{escape(output[s:e])}</span>')
+    return f'<div class="credit">token credit: {"".join(parts)}</div>' if parts else ""
+
+
 def _number(value) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
@@ -135,6 +164,7 @@ def _sample_view(rec: dict) -> dict:
         "output": output,
         "translation": translation,
         "spans": parse_spans(rec.get("error_spans")),
+        "credit": credit_html(output, translation, rec.get("credit_tokens")),
         "score": _number(rec.get("score")),
         "components": components,
     }
@@ -145,7 +175,7 @@ def _row(i: int, v: dict) -> str:
     if v["translation"] is None:
         mt_html = '<span class="missing">no &lt;translate&gt; tag</span>'
     else:
-        mt_html = highlight(v["translation"], v["spans"])
+        mt_html = highlight(v["translation"], v["spans"]) + v.get("credit", "")
     comps = "<br>".join(f"{escape(k)}: {val:.3f}" for k, val in v["components"].items())
     return (
         "<tr>"
@@ -175,6 +205,7 @@ mark.sev-critical { background: #ff8a8a; }
 .unplaced { font-size: 11px; color: #a00; } .missing { color: #a00; font-style: italic; }
 details pre { white-space: pre-wrap; font-size: 11px; background: #fafafa; }
 .legend mark { padding: 0 4px; }
+.credit { font-size: 12px; margin-top: 4px; } .credit .tok { border: 1px solid #eee; margin-right: 1px; }
 """
 
 # Click a header to sort its table by that column (numbers numerically); click again to reverse.

@@ -9,4 +9,6 @@
     settings.py        reward group config -> verl reward_kwargs -> validated settings
     components_log.py  per-sample components for src/report ($QE_REWARD_COMPONENTS_DIR)
     compute.py         compute_score, the function verl calls
+    credit/            token-level credit from error spans (reward.credit=token): ranges, token
+                       mapping, the grpo_token estimator, verl's agent loop seam
 """

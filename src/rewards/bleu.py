@@ -1,7 +1,7 @@
 """Sentence BLEU with sacrebleu, tokenised for the target language.
 
 zh -> sacrebleu's `zh` tokenizer, ja -> `ja-mecab` (needs mecab-python3 + ipadic, pinned in
-envs/requirements-train.txt), everything else -> `13a`. One BLEU object per tokenizer and process:
+envs/train.in), everything else -> `13a`. One BLEU object per tokenizer and process:
 building the MeCab tagger is the expensive part, and sacrebleu caches tokenised lines on it.
 """
 from __future__ import annotations

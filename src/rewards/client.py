@@ -9,10 +9,17 @@ the verl config (which must not vary per launch) and never from a file:
     QE_SCORER_URL    e.g. http://127.0.0.1:41234 (this node's service)
     QE_SCORER_TOKEN  the bearer token the service was started with
     QE_SCORER_LOG    the service's log file, named in errors (optional)
+    QE_SCORER_READY_TIMEOUT_S  scorer.ready_timeout_s (src/scorer_process.py sets it): how long a
+                     restarting service may take to load its models
 
-Transient failures (connection refused/reset, timeouts, 5xx, 503 queue full) are retried with
-exponential backoff; when the service stays unreachable the call raises ScorerUnavailable naming
-the URL and the log: a reward is never silently zero.
+Transient failures (timeouts, 5xx, 503 queue full) are retried with exponential backoff. A refused
+or reset connection means the service is down: the runner restarts it on the same URL and token
+(src/scorer_process.py), so the call polls GET /health until the service answers again, for up to
+QE_SCORER_READY_TIMEOUT_S per outage, then sends the request again. A restart costs time, never a
+sample: verl's V1 agent loop tags a prompt's whole group `failure` when one reward call raises
+(verl/trainer/ppo/v1/agent_loop_tq.py AgentLoopWorkerTQ._run_prompt), and the replay buffer then
+trains without it. When the service stays unreachable the call raises ScorerUnavailable naming the
+URL and the log: a reward is never silently zero.
 """
 from __future__ import annotations
 
@@ -29,6 +36,9 @@ from src.rewards.settings import ClientSettings
 ENV_URL = "QE_SCORER_URL"
 ENV_TOKEN = "QE_SCORER_TOKEN"
 ENV_LOG = "QE_SCORER_LOG"
+ENV_READY_TIMEOUT = "QE_SCORER_READY_TIMEOUT_S"
+# how often a call waiting for a restarting service asks /health
+HEALTH_POLL_S = 0.5
 RETRY_STATUSES = (500, 502, 503, 504)
 
 
@@ -54,10 +64,12 @@ def _log_hint() -> str:
 
 
 class ScorerClient:
-    def __init__(self, url: str, token: str, settings: ClientSettings):
+    def __init__(self, url: str, token: str, settings: ClientSettings, ready_timeout_s: float = 0.0):
         self.url = url.rstrip("/")
         self._token = token
         self.settings = settings
+        # 0: nobody restarts the service (no runner), so there is nothing to wait for
+        self.ready_timeout_s = ready_timeout_s
         self._session = None  # created on first use, inside the event loop that uses it
 
     def _get_session(self):
@@ -86,7 +98,13 @@ class ScorerClient:
         attempts = self.settings.retries + 1
         started = time.monotonic()
         last = "no attempt"
-        for attempt in range(attempts):
+        # one wait per outage; a service dying again and again is stopped by the runner
+        # (scorer.restarts), so the number of outages one call sits through is bounded too
+        outages_left = attempts
+        attempt = sent = 0
+        while attempt < attempts:
+            down = False
+            sent += 1
             try:
                 async with self._get_session().post(f"{self.url}/score", json=body) as resp:
                     if resp.status == 200:
@@ -106,14 +124,40 @@ class ScorerClient:
             except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError, asyncio.TimeoutError) as exc:
                 last = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
                 retry_after = 0.0
-            if attempt + 1 < attempts:
+                # refused, reset, or cut mid-answer: the process is gone (a timeout is a slow service)
+                down = isinstance(exc, (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError))
+            if down and self.ready_timeout_s > 0 and outages_left > 0:
+                outages_left -= 1
+                waited = await self._wait_healthy(time.monotonic() + self.ready_timeout_s)
+                if waited is not None:
+                    continue  # back up: the request goes again without spending a retry
+                last += f"; /health did not answer within {self.ready_timeout_s:g}s ({ENV_READY_TIMEOUT})"
+                break
+            attempt += 1
+            if attempt < attempts:
                 # exponential backoff with jitter: 8 workers retrying in lockstep would hit a
                 # restarting service all at once
-                delay = self.settings.backoff_s * (2 ** attempt)
+                delay = self.settings.backoff_s * (2 ** (attempt - 1))
                 await asyncio.sleep(max(retry_after, delay + random.uniform(0, self.settings.backoff_s)))
         raise ScorerUnavailable(
-            f"QE scorer at {self.url} is unreachable: {attempts} attempts over {time.monotonic() - started:.1f}s "
+            f"QE scorer at {self.url} is unreachable: {sent} attempts over {time.monotonic() - started:.1f}s "
             f"for model {model!r}, last error: {last}; {_log_hint()}")
+
+    async def _wait_healthy(self, deadline: float) -> float | None:
+        """Poll GET /health until the service says ok (seconds waited) or `deadline` passes (None)."""
+        import aiohttp
+
+        started = time.monotonic()
+        while time.monotonic() < deadline:
+            try:
+                async with self._get_session().get(f"{self.url}/health",
+                                                   timeout=aiohttp.ClientTimeout(total=HEALTH_POLL_S * 4)) as resp:
+                    if resp.status == 200 and (await resp.json(content_type=None) or {}).get("status") == "ok":
+                        return time.monotonic() - started
+            except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, AttributeError):
+                pass  # still down or still loading
+            await asyncio.sleep(HEALTH_POLL_S)
+        return None
 
     def _results(self, data: Any, model: str, n: int) -> list[dict]:
         results = data.get("results") if isinstance(data, dict) else None
@@ -162,10 +206,21 @@ def get_client(settings: ClientSettings) -> ScorerClient:
                                   f"QE scorer at {url}); {_log_hint()}")
     loop = asyncio.get_running_loop()
     per_loop = _CLIENTS.setdefault(loop, {})
-    key = (url, token, settings)
+    ready_timeout_s = _ready_timeout()
+    key = (url, token, settings, ready_timeout_s)
     if key not in per_loop:
-        per_loop[key] = ScorerClient(url, token, settings)
+        per_loop[key] = ScorerClient(url, token, settings, ready_timeout_s)
     return per_loop[key]
+
+
+def _ready_timeout() -> float:
+    raw = os.environ.get(ENV_READY_TIMEOUT, "").strip()
+    try:
+        value = float(raw) if raw else 0.0
+    except ValueError:
+        raise ScorerNotConfigured(f"{ENV_READY_TIMEOUT}={raw!r} in the reward worker's environment is not a "
+                                  f"number of seconds (the runner sets it from scorer.ready_timeout_s)") from None
+    return value if math.isfinite(value) and value > 0 else 0.0
 
 
 async def close_clients() -> None:

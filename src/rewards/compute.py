@@ -15,7 +15,8 @@ same for every group so runs compare), and every component the group can compute
 
 The returned dict always has the same keys (verl stacks each key across the batch): numbers, or
 None where a component was not computed (verl's validation metrics skip None), plus the strings
-`format_error`, `src`, `translation` (exactly the scored text) and `error_spans` (JSON).
+`format_error`, `src`, `translation` (exactly the scored text) and `error_spans` (JSON); with
+reward.credit=token also `credit_ranges` (JSON, src/rewards/credit/ranges.py).
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from src.data.templates import expected_format
 from src.rewards import components_log
 from src.rewards.bleu import sentence_bleu
 from src.rewards.combine import answer_score
+from src.rewards.credit import ranges as credit_ranges
 from src.rewards.degenerate import Degenerate, detect
 from src.rewards.parsing import parse_response
 from src.rewards.qe import SEVERITIES, QEResult, assess, spans_json
@@ -81,8 +83,8 @@ async def compute_score(data_source: str, solution_str: str, ground_truth: str, 
     reference = _clean(str(ground_truth or ""))
     tgt_lang = _target_lang(data_source, info)
 
-    parsed = parse_response(_clean(solution_str or ""), expected_format(str(info["template"])),
-                            s.format.strict_outside)
+    response = _clean(solution_str or "")
+    parsed = parse_response(response, expected_format(str(info["template"])), s.format.strict_outside)
     values: dict[str, float | None] = {c: None for c in COMPONENTS}
     values.update({f"n_{sev}": None for sev in SEVERITIES})
     degenerate, qe = Degenerate(), QEResult()
@@ -114,6 +116,12 @@ async def compute_score(data_source: str, solution_str: str, ground_truth: str, 
         "translation": parsed.translation,
         "error_spans": spans_json(qe.spans),
     }
+    credit = credit_ranges.from_reward_kwargs(kwargs)  # None: reward.credit=sequence
+    if credit is not None:
+        errors = [] if not parsed.ok else (qe.words if credit.source == "words" else qe.spans)
+        result[credit_ranges.RESULT_KEY] = credit_ranges.encode(
+            credit_ranges.response_ranges(errors, parsed.translation, parsed.start, credit), len(response),
+            train=not validation)
     components_log.write(components_log.step_of(info), "val" if validation else "train",
                          {k: v for k, v in result.items() if k != "score_rounded"})
     return result

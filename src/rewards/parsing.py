@@ -35,6 +35,9 @@ class Parsed:
     ok: bool
     translation: str  # stripped text inside <translate>; "" when the format failed
     error: str = OK
+    # where `translation` starts in the response (characters): token-level credit maps the
+    # scorer's offsets into the translation back onto the response (src/rewards/credit)
+    start: int = 0
 
 
 def _fail(error: str) -> Parsed:
@@ -68,4 +71,6 @@ def parse_response(response: str, expected: str, strict_outside: bool = True) ->
             outside.append(response[positions[1] + len(THINK_CLOSE):open_at])
         if any(part.strip() for part in outside):
             return _fail(TEXT_OUTSIDE_TAGS)
-    return Parsed(ok=True, translation=response[open_at + len(TRANSLATE_OPEN):close_at].strip())
+    inner = response[open_at + len(TRANSLATE_OPEN):close_at]
+    lead = len(inner) - len(inner.lstrip())
+    return Parsed(ok=True, translation=inner.strip(), start=open_at + len(TRANSLATE_OPEN) + lead)

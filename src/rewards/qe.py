@@ -22,6 +22,7 @@ SEVERITIES = ("minor", "major", "critical")
 class QEResult:
     values: dict = field(default_factory=dict)  # kiwi, comet, xcomet, mqm, n_minor, ..., ok_ratio
     spans: list = field(default_factory=list)  # the span model's error spans, as the service gave them
+    words: list = field(default_factory=list)  # its word tags when asked for (token credit reads BAD words)
 
 
 def _finite(value) -> float | None:
@@ -82,7 +83,8 @@ async def assess(translation: str, source: str, reference: str, tgt_lang: str, s
         for sev in SEVERITIES:
             out.values[f"n_{sev}"] = float(sum(1 for sp in out.spans if sp.get("severity") == sev))
         if "word_tags" in want:
-            tags = [w.get("tag") for w in span_result.get("word_tags") or [] if isinstance(w, dict)]
+            out.words = [w for w in span_result.get("word_tags") or [] if isinstance(w, dict)]
+            tags = [w.get("tag") for w in out.words]
             tagged = [t for t in tags if t in ("OK", "BAD")]  # null: beyond the encoder's limit
             out.values["ok_ratio"] = (sum(1 for t in tagged if t == "OK") / len(tagged)) if tagged else None
     return out

@@ -212,7 +212,8 @@ class Batcher:
             if not j.future.done():
                 j.future.set_result(r)
         self.metrics.record_batch(lane[0], len(batch), done - started,
-                                  [started - j.enqueued for j in batch])
+                                  [started - j.enqueued for j in batch],
+                                  [j.measure.cost for j in batch])
 
     async def drain(self, timeout: float) -> None:
         """Stops taking work, finishes what is queued (up to `timeout`), fails the rest."""

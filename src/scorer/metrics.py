@@ -19,6 +19,12 @@ def percentiles(values: Iterable[float]) -> Dict[str, Optional[float]]:
     return {"p50": q(0.50), "p90": q(0.90), "p99": q(0.99), "max": v[-1], "n": len(v)}
 
 
+def padding_waste(costs) -> float:
+    """Share of a batch's padded token slots that hold padding: comet pads every item of a
+    batch to its longest, so a batch costs len(costs) * max(costs) slots for sum(costs) tokens."""
+    return 1.0 - sum(costs) / (len(costs) * max(costs)) if costs and max(costs) > 0 else 0.0
+
+
 class Metrics:
     def __init__(self) -> None:
         self.started = time.time()
@@ -35,6 +41,7 @@ class Metrics:
         self.batch_latency: Deque[float] = deque(maxlen=WINDOW)
         self.queue_wait: Deque[float] = deque(maxlen=WINDOW)
         self.batch_sizes: Deque[int] = deque(maxlen=WINDOW)
+        self.padding_waste: Deque[float] = deque(maxlen=WINDOW)
 
     def record_request(self, status: int, seconds: float) -> None:
         self.requests_by_status[status] += 1
@@ -47,10 +54,12 @@ class Metrics:
         self.items_empty_mt += empty
         self.items_truncated += truncated
 
-    def record_batch(self, model: str, n: int, seconds: float, waits) -> None:
+    def record_batch(self, model: str, n: int, seconds: float, waits, costs=()) -> None:
         self.batches += 1
         self.batch_items += n
         self.batch_sizes.append(n)
+        if costs:
+            self.padding_waste.append(padding_waste(costs))
         self.batch_latency.append(seconds)
         self.queue_wait.extend(waits)
 
@@ -76,5 +85,6 @@ class Metrics:
             "batch_latency_ms": ms(self.batch_latency),
             "queue_wait_ms": ms(self.queue_wait),
             "batch_size": percentiles(float(x) for x in self.batch_sizes),
+            "padding_waste": percentiles(self.padding_waste),
             "peak_gpu_memory_bytes": peak_gpu_bytes,
         }

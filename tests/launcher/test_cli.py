@@ -1,5 +1,6 @@
 """`python -m src.launch` as a user runs it: refusals, preflight, dry run, snapshot round trip."""
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -57,22 +58,35 @@ def test_dry_run_snapshot_round_trip_and_no_secret_in_any_file(isolated_paths):
     assert plan["world_size"] == 3 and plan["batch"]["tp"] == 1 and plan["algo"] == "dapo"
     verl = yaml.safe_load((snap / "verl_config.yaml").read_text())
     assert verl["trainer"]["default_local_dir"] == plan["checkpoint_dir"]
-    assert "verl.trainer.main_ppo" in (snap / "command.txt").read_text()
+    # verl's main_ppo with the time-limit save (src/train_entry.py)
+    assert "-m src.train_entry --config-path=" in (snap / "command.txt").read_text()
     env = json.loads((snap / "env.json").read_text())
     assert env["WANDB_API_KEY"] == "<redacted>" and env["HF_TOKEN"] == "<redacted>"
 
+    # --from-snapshot: a reproduction from step 0 in a new dir, marked as one; the same training id
     again = launch(["--from-snapshot", str(snap), "dry_run=true"], env_extra=SECRETS)
     assert again.returncode == 0, again.stderr
-    assert "differs" not in again.stderr
+    assert "warning: the training config" not in again.stderr
     snaps2 = sorted(s for s in out.rglob("snapshot") if s != snap)
     assert len(snaps2) == 1
-    assert (snaps2[0] / "verl_config.yaml").read_bytes() == (snap / "verl_config.yaml").read_bytes()
+    repro = json.loads((snaps2[0] / "plan.json").read_text())
+    assert repro["checkpoint_dir"] == plan["checkpoint_dir"] + "-repro1"
+    assert repro["run_id"] == plan["run_id"] and repro["reproduces"] == plan["run_id"]
+    assert repro["wandb_run_id"] == plan["wandb_run_id"] + "-repro1"
+    assert f"reproducing run {plan['run_id']} from step 0 into a new dir" in again.stdout
 
+    # --from-snapshot --resume: the original run in its own dir, the byte-identical verl config
+    resumed = launch(["--from-snapshot", str(snap), "--resume", "dry_run=true"], env_extra=SECRETS)
+    assert resumed.returncode == 0, resumed.stderr
+    snap3 = sorted(s for s in out.rglob("snapshot") if s not in (snap, snaps2[0]))[0]
+    assert (snap3 / "verl_config.yaml").read_bytes() == (snap / "verl_config.yaml").read_bytes()
+    assert f"resuming run {plan['run_id']} in its own dir {plan['checkpoint_dir']}" in resumed.stdout
+    assert not (out / "results").exists()  # dry runs write nothing into results/
     for path in files_under(out):
         text = path.read_bytes()
         for value in SECRETS.values():
             assert value.encode() not in text, f"secret leaked into {path}"
-    for stream in (first.stdout, first.stderr, again.stdout, again.stderr):
+    for stream in (first.stdout, first.stderr, again.stdout, again.stderr, resumed.stdout, resumed.stderr):
         assert not any(v in stream for v in SECRETS.values())
 
 
@@ -91,3 +105,66 @@ def test_any_gpu_count_composes_but_group_lists_shipped_files():
     ("gpus.per_node=4", "gpus.per_node=4"), ("reward=comet", "reward=comet")])
 def test_gpu_counts_are_quoted_for_hydra(arg, expected):
     assert quote_gpu_counts(arg) == expected
+
+
+def _job_plans(out) -> dict:
+    """{overrides that differ per job: plan.json} of every job of a dry multirun under out/."""
+    plans = {}
+    for snap in out.rglob("snapshot"):
+        overrides = yaml.safe_load((snap / "overrides.yaml").read_text())
+        key = tuple(sorted(o for o in overrides if o.startswith(("trainer.lr", "reward.weights", "+verl."))))
+        plans[key] = json.loads((snap / "plan.json").read_text())
+    return plans
+
+
+def test_sweep_jobs_get_distinct_dirs_and_wandb_ids_whatever_the_override_order(isolated_paths):
+    out, paths = isolated_paths
+    sweep = ["trainer.lr=1e-6,3e-6", "reward.weights.bleu=0.5,1.0", "+verl.actor_rollout_ref.actor.clip_ratio_c=3.0"]
+    first = launch(["--multirun", "reward=comet", "gpus=4", *sweep, "dry_run=true"] + paths)
+    assert first.returncode == 0, first.stderr
+    plans = _job_plans(out)
+    assert len(plans) == 4
+    dirs = {p["checkpoint_dir"] for p in plans.values()}
+    assert len(dirs) == 4 and len({p["wandb_run_id"] for p in plans.values()}) == 4
+    assert len({p["wandb_run_name"] for p in plans.values()}) == 4
+    for key, p in plans.items():
+        assert p["checkpoint_dir"].startswith(f"{out}/results/qwen2.5_3b/comet_off/grpo/gpus4/seed1_")
+        assert p["checkpoint_dir"].endswith("-" + p["run_id"]) and p["wandb_run_id"] == "qerl-" + p["run_id"]
+        lr = next(o for o in key if o.startswith("trainer.lr")).split("=")[1]
+        assert f"_lr{float(lr)!r}_" in p["checkpoint_dir"] and "clip_ratio_c3.0" in p["checkpoint_dir"]
+
+    # the same sweep again, overrides in another order: the same ids and dirs (a rerun resumes)
+    again_out = out.parent / "again"
+    again_paths = [p.replace(str(out), str(again_out)) if not p.startswith("paths.results_root") else p
+                   for p in paths]
+    second = launch(["--multirun", "dry_run=true", *reversed(sweep), "gpus=4", "reward=comet"] + again_paths)
+    assert second.returncode == 0, second.stderr
+    assert {k: p["checkpoint_dir"] for k, p in _job_plans(again_out).items()} == {
+        k: p["checkpoint_dir"] for k, p in plans.items()}
+    assert not (out / "results").exists()  # dry runs write nothing into results/
+
+
+def test_checkpoint_dir_holding_another_run_is_refused_with_the_keys(isolated_paths):
+    out, paths = isolated_paths
+    first = launch(["trainer.lr=3e-6", "dry_run=true"] + paths)
+    assert first.returncode == 0, first.stderr
+    snap = next(out.rglob("snapshot"))
+    plan = json.loads((snap / "plan.json").read_text())
+    ckpt = Path(plan["checkpoint_dir"])
+    ckpt.mkdir(parents=True)
+    # what a hash collision or a hand-set path would leave: the dir records another lr
+    lr = yaml.safe_load((snap / "verl_config.yaml").read_text())["actor_rollout_ref"]["actor"]["optim"]["lr"]
+    assert lr == 3e-6
+    from src import run_identity
+    from tests.launcher.test_run_identity import _identified
+    same_data = [p for p in paths if p.startswith(("paths.data_root", "paths.model_root"))]
+    recorded = _identified(["trainer.lr=1e-6"] + same_data, out.parent / "other")[2]
+    run_identity.record(ckpt, recorded, "feedbeef", None)
+    before = files_under(out)
+    result = launch(["--from-snapshot", str(snap), "--resume", "dry_run=true"])
+    assert result.returncode == 2
+    errors = [l for l in result.stderr.splitlines() if l.startswith("error:")]
+    assert len(errors) == 1, result.stderr
+    assert f"{ckpt} holds run feedbeef trained with another config" in errors[0]
+    assert "differs in actor_rollout_ref.actor.optim.lr (1e-06 -> 3e-06):" in errors[0]
+    assert files_under(out) == before  # nothing written: no new run dir, no snapshot

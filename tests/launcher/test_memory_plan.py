@@ -1,14 +1,23 @@
-"""The per-GPU memory plan (src/memory_plan.py) against hand-computed numbers, scorer placement,
-vLLM's derived share, and the refusal of plans that cannot fit. GiB = 2^30 bytes throughout."""
+"""The per-GPU memory plan (src/memory_plan.py) against measured peaks (src/memory_measured.py, from
+benches/memory.py) and published figures, scorer placement, vLLM's derived share, and the refusal of
+plans that cannot fit. GiB = 2^30 bytes throughout."""
 import itertools
 import json
 
 import pytest
 
+from src.memory_measured import (H100_80GB_TOTAL_GIB, POLICY_SHAPES, POLICY_STEP_PEAKS, POLICY_UPDATE_PEAKS,
+                                 ROLLOUT_PROFILE_PEAKS, SCORER_PEAKS, policy_fit_bytes, policy_transient_gib,
+                                 policy_update_transient_bytes)
+from src.memory_plan import VLLM_OVERHEAD_GB, ScorerModel, scorer_need_gb
 from src.plan import PlanError, build_plan
 from tests.launcher.conftest import files_under, launch
 
 GIB = 2 ** 30
+# how far above a measured micro-batch row the plan's figure may lie: a measured policy's own line (its rows
+# on 4 and 8 GPUs sit up to 6% below the 2-GPU line), the fit used for other policies
+MICRO_BATCH_SLACK = 1.1
+FIT_SLACK = 1.5
 
 
 @pytest.fixture(scope="module")
@@ -29,80 +38,159 @@ def plan_of():
     return make
 
 
-def test_qwen3b_xcomet_xl_2_gpus_shared_by_hand(plan_of):
-    """Every component of the default reward on 2 x 80 GiB, computed by hand."""
-    m = plan_of("gpus=2").memory
-    N = 3.09e9
-    assert m.actor_params_gb == pytest.approx(4 * N / 2 / GIB)            # 5.756 fp32 shard
-    assert m.actor_grads_gb == pytest.approx(4 * N / 2 / GIB)             # 5.756
-    assert m.actor_optimizer_gb == pytest.approx(8 * N / 2 / GIB)         # 11.511 Adam m + v
-    assert m.ref_gb == pytest.approx(4 * N / 2 / GIB)                     # 5.756 (grpo: KL loss)
-    # one micro batch: mu 8 x (256 + 1024) tokens = 10240; logits bf16 + fp32 copy; 36 checkpointed layers
-    assert m.update_activations_gb == pytest.approx((10240 * 151936 * 6 + 10240 * 2048 * 2 * 36) / GIB)  # 10.10
-    # scorer: CometKiwi (0.57B) + XCOMET-XL (3.5B) in bf16; XL's activations at 16384 tokens
-    assert m.scorer_weights_gb == pytest.approx((0.57e9 + 3.5e9) * 2 / GIB)                            # 7.581
-    assert m.scorer_activations_gb == pytest.approx(
-        (16384 * 2 * (2560 * 37 + 2 * 10240) + 16384 * 32 * 512 * 4) / GIB)                               # 4.516
-    assert m.scorer_gb == pytest.approx(7.581 + 4.516 + 1.0, abs=1e-3)
-    assert m.scorer_on_training_gpu
-    # vLLM gets what the rollout leaves: 80 - 4 reserve - (5.756 + 11.511 + 5.756) - 13.097 = 39.88 -> 0.49
-    assert m.vllm_share == 0.49 and m.vllm_gb == pytest.approx(39.2)
-    assert m.vllm_weights_gb == pytest.approx(2 * N / 2 / GIB)             # 2.878 (bf16, TP 2)
-    assert m.kv_cache_gb == pytest.approx(39.2 - 2.878 - 2.0, abs=1e-3)    # 34.32
-    # one rollout replica (G/TP = 1): min(384, max_num_seqs 256) x 1280 tokens x 2 x 36 layers x 1 KV head x 128 x 2 B
-    assert m.kv_needed_gb == pytest.approx(256 * 1280 * 2 * 36 * 1 * 128 * 2 / GIB)                 # 5.625
-    assert m.rollout_gb == pytest.approx(23.022 + 39.2 + 13.097 + 4, abs=0.01)                       # 79.32
-    assert m.update_gb == pytest.approx(5.756 * 2 + 11.511 + 5.756 + 10.100 + 13.097 + 4, abs=0.01)  # 55.98
+# Encoder shapes + parameter counts of the real checkpoints (conf/scorer/default.yaml), each measured
+# forward peak of src/memory_measured.py (stock comet classes, benches/memory.py) against the plan.
+SCORER_SHAPES = {"cometkiwi_da": (0.57, 24, 1024, 4096, 16), "comet_da": (0.58, 24, 1024, 4096, 16),
+                 "xcomet_xl": (3.5, 36, 2560, 10240, 32), "xcomet_xxl": (10.7, 48, 4096, 16384, 32)}
 
 
-def test_qwen7b_comet_4_gpus_shared_by_hand(plan_of):
-    m = plan_of("model=qwen2.5_7b", "reward=comet", "gpus=4").memory
-    # 7.62B: params 7.097, Adam 14.193, ref 7.097 (resident during rollout: 28.39)
-    # scorer: CometKiwi bf16 1.062 + activations (16384 x 2 x (1024 x 25 + 2 x 4096) + 16384 x 16 x 512 x 4) 1.531 + 1
-    assert m.scorer_gb == pytest.approx(1.062 + 1.531 + 1.0, abs=2e-3)
-    # free for vLLM: 80 - 4 - 28.39 - 3.593 = 44.02 -> 0.55
-    assert m.vllm_share == 0.55
-    assert m.rollout_gb == pytest.approx(28.387 + 44.0 + 3.593 + 4, abs=0.01)                        # 79.98
-    # update: 7.097 x 2 + 14.193 + 7.097 + activations (10240 x 152064 x 6 + 10240 x 3584 x 2 x 28) 10.615
-    assert m.update_activations_gb == pytest.approx(10.615, abs=2e-3)
-    assert m.update_gb == pytest.approx(7.097 * 2 + 14.193 + 7.097 + 10.615 + 3.593 + 4, abs=0.01)    # 53.69
-    # KV: 2 replicas of TP 2 -> 192 seqs x 1280 x 2 x 28 layers x 2 KV heads per GPU x 128 x 2 B
-    assert m.kv_needed_gb == pytest.approx(192 * 1280 * 2 * 28 * 2 * 128 * 2 / GIB)                  # 6.56
+@pytest.mark.parametrize("row", list(SCORER_PEAKS), ids=["-".join(map(str, r)) for r in SCORER_PEAKS])
+def test_scorer_figure_covers_the_measured_forward_peak(row):
+    """The plan's scorer (weights + activations) is at least the measured peak of the stock comet forward
+    (1% slack: the plan counts 0.57e9 x 2 B for CometKiwi's weights, the real module holds 0.2% more) and,
+    for the concatenated-input classes (CometKiwi, XCOMET) whose rows set the fit, at most 5% above it.
+    COMET-DA is over-counted on purpose: its budget is split over three encoder passes (src, mt, ref)."""
+    name, dtype, tokens = row
+    params_b, layers, hidden, ffn, heads = SCORER_SHAPES[name]
+    weights, acts, _ = scorer_need_gb((ScorerModel(name, params_b, layers, hidden, ffn, heads),), dtype, tokens)
+    m_weights, m_acts = SCORER_PEAKS[row]
+    assert weights + acts >= 0.99 * (m_weights + m_acts)
+    assert acts >= m_acts
+    if name != "comet_da":
+        assert weights + acts <= 1.05 * (m_weights + m_acts)
 
 
-# model x reward x gpus as shipped (algo grpo, scorer.placement shared, 80 GiB cards):
-# (vLLM share, rollout peak GiB, update peak GiB) or the phase that refuses it
-SHIPPED = {
-    ("qwen2.5_3b", "comet", "2"): (0.60, 78.6, 46.5), ("qwen2.5_3b", "comet", "3"): (0.60, 70.9, 36.9),
-    ("qwen2.5_3b", "comet", "4"): (0.60, 67.1, 32.1), ("qwen2.5_3b", "comet", "8"): (0.60, 61.3, 24.9),
-    ("qwen2.5_3b", "xcomet_xl", "2"): (0.49, 79.3, 56.0), ("qwen2.5_3b", "xcomet_xl", "3"): (0.59, 79.6, 46.4),
-    ("qwen2.5_3b", "xcomet_xl", "4"): (0.60, 76.6, 41.6), ("qwen2.5_3b", "xcomet_xl", "8"): (0.60, 70.9, 34.4),
-    ("qwen2.5_3b", "word_qe", "2"): (0.49, 79.3, 56.0), ("qwen2.5_3b", "word_qe", "3"): (0.59, 79.6, 46.4),
-    ("qwen2.5_3b", "word_qe", "4"): (0.60, 76.6, 41.6), ("qwen2.5_3b", "word_qe", "8"): (0.60, 70.9, 34.4),
-    ("qwen2.5_7b", "comet", "2"): "rollout", ("qwen2.5_7b", "comet", "3"): (0.43, 79.8, 65.5),
-    ("qwen2.5_7b", "comet", "4"): (0.55, 80.0, 53.7), ("qwen2.5_7b", "comet", "8"): (0.60, 69.8, 35.9),
-    ("qwen2.5_7b", "xcomet_xl", "2"): "rollout", ("qwen2.5_7b", "xcomet_xl", "3"): "rollout",
-    ("qwen2.5_7b", "xcomet_xl", "4"): (0.43, 79.9, 63.2), ("qwen2.5_7b", "xcomet_xl", "8"): (0.60, 79.3, 45.5),
-    ("qwen2.5_7b", "word_qe", "2"): "rollout", ("qwen2.5_7b", "word_qe", "3"): "rollout",
-    ("qwen2.5_7b", "word_qe", "4"): (0.43, 79.9, 63.2), ("qwen2.5_7b", "word_qe", "8"): (0.60, 79.3, 45.5),
-}
+def test_measured_scorer_activations_grow_with_the_budget_not_the_formula_of_old():
+    """Measured: XCOMET-XL bf16 at 16384 tokens keeps ~9 GiB of activations (every layer's hidden state plus
+    the layer mix's fp32 copies, DESIGN.md 5), twice what the old "one FFN + one attention map" formula said
+    (4.5 GiB); the plan's default shared XCOMET-XL scorer must carry that."""
+    assert SCORER_PEAKS[("xcomet_xl", "bf16", 16384)][1] > 8.5
+    for name, dtype in {(n, d) for n, d, _ in SCORER_PEAKS}:
+        per_token = [SCORER_PEAKS[(name, dtype, t)][1] / t for t in (4096, 16384)]
+        assert per_token[1] == pytest.approx(per_token[0], rel=0.3), (name, dtype)
 
 
-@pytest.mark.parametrize("combo", list(SHIPPED), ids=["-".join(c) for c in SHIPPED])
+@pytest.mark.parametrize("row", list(POLICY_UPDATE_PEAKS), ids=["-".join(map(str, r)) for r in POLICY_UPDATE_PEAKS])
+def test_policy_micro_batch_figure_covers_the_measured_fsdp_peak(row):
+    """The plan's micro-batch figure (FSDP buffers + activations above the sharded params and grads) is at
+    least what torch's FSDP2 tracker measured for that model, world size, budget and checkpointing
+    (benches/memory.py policy) and at most MICRO_BATCH_SLACK above it; the shape fit that an unmeasured
+    policy gets covers every measured row too."""
+    name, _, tokens, ckpt = row
+    layers, hidden, vocab = POLICY_SHAPES[name]
+    planned = policy_update_transient_bytes(tokens, vocab, hidden, layers, ckpt) / GIB
+    measured = policy_transient_gib(row)
+    assert measured <= planned <= MICRO_BATCH_SLACK * measured, (planned, measured)
+    fitted = policy_fit_bytes(tokens, vocab, hidden, layers, ckpt) / GIB
+    assert measured <= fitted <= FIT_SLACK * measured, (fitted, measured)
+
+
+def test_measured_policies_are_the_shipped_model_configs():
+    """The plan finds a policy's measured line by its shapes: they must be those of conf/model/*.yaml."""
+    from src.launch import compose_config
+
+    for name, shape in POLICY_SHAPES.items():
+        m = compose_config([f"model={name}"])["model"]
+        assert (m["num_layers"], m["hidden_size"], m["vocab_size"]) == shape, name
+
+
+def test_micro_batch_figure_never_shrinks_with_more_tokens():
+    """Below the smallest measured budget the plan keeps that budget's measured figure instead of trusting
+    the line's unmeasured intercept (negative without checkpointing)."""
+    for name, (layers, hidden, vocab) in POLICY_SHAPES.items():
+        for ckpt in (True, False):
+            got = [policy_update_transient_bytes(t, vocab, hidden, layers, ckpt) for t in (256, 1024, 4096, 10240, 20480)]
+            assert got == sorted(got) and got[0] >= policy_transient_gib((name, 2, 4096, ckpt)) * GIB * 0.999
+
+
+def test_micro_batch_does_not_depend_on_the_world_size():
+    """FSDP shards params, grads and Adam state; what a micro batch adds on top (the units in flight, the
+    activations) is the same on 2, 4 or 8 GPUs, within the allocator-order noise of the tracker's peak."""
+    for name in POLICY_SHAPES:
+        per_g = [policy_transient_gib((name, g, 4096, True)) for g in (2, 4, 8)]
+        assert max(per_g) <= 1.2 * min(per_g), (name, per_g)
+
+
+@pytest.mark.parametrize("model", sorted({m for m, _ in POLICY_STEP_PEAKS}))
+def test_update_phase_covers_the_measured_sharded_state_and_step(plan_of, model):
+    """Params, grads and Adam state per GPU are the FSDP shards the tracker measured (the conf's params_b
+    rounds the real counts: 1% slack), and the update phase holds the measured AdamW step (shards + foreach
+    temporaries) as well as the measured micro batch at the plan's own token budget."""
+    for g in (2, 4, 8):
+        got = plan_of(f"model={model}", f"gpus={g}", "memory.gpu_gb=1000", "scorer.placement=cpu")
+        assert not isinstance(got, PlanError), got
+        m = got.memory
+        shard, adam, temps = POLICY_STEP_PEAKS[(model, g)]
+        assert m.actor_params_gb == pytest.approx(shard, rel=1e-2)
+        assert m.actor_grads_gb == pytest.approx(shard, rel=1e-2)
+        assert m.actor_optimizer_gb == pytest.approx(adam, rel=1e-2)
+        sharded = m.actor_params_gb + m.actor_grads_gb + m.actor_optimizer_gb
+        above = m.update_gb - m.ref_gb - m.reserve_gb
+        assert above >= 0.99 * (2 * shard + adam + temps)
+        assert above == pytest.approx(sharded + max(m.update_activations_gb, temps), rel=1e-2)
+
+
+def test_default_micro_batch_is_the_measured_one(plan_of):
+    """The default 3B plan on 2 GPUs runs micro batches of 8 x 1280 = 10240 tokens with gradient
+    checkpointing: its figure is the measured FSDP2 row for exactly that, and turning checkpointing off
+    (a verl passthrough) moves it to the measured row without."""
+    on = plan_of("gpus=2", "scorer.placement=cpu").memory
+    off = plan_of("gpus=2", "scorer.placement=cpu", "memory.gpu_gb=1000",
+                  "+verl.actor_rollout_ref.model.enable_gradient_checkpointing=false").memory
+    measured_on = policy_transient_gib(("qwen2.5_3b", 2, 10240, True))
+    measured_off = policy_transient_gib(("qwen2.5_3b", 2, 10240, False))
+    assert measured_on <= on.update_activations_gb <= MICRO_BATCH_SLACK * measured_on
+    assert measured_off <= off.update_activations_gb <= MICRO_BATCH_SLACK * measured_off
+
+
+def test_vllm_overhead_covers_the_measured_profile_run():
+    """vLLM subtracts its profile run's activation peak (measured for every shipped model and tp) plus CUDA
+    graphs and non-torch memory (published, src/memory_measured.py) before its KV cache."""
+    assert all(peak < VLLM_OVERHEAD_GB for _, peak in ROLLOUT_PROFILE_PEAKS.values())
+
+
+def test_actor_state_from_published_counts(plan_of):
+    """Parameter counts from the Qwen2.5 model cards (3.09B, 7.61B/7.62B); fp32 params and grads (4 B,
+    verl 0.9.1 fsdp_config.model_dtype fp32) and torch.optim.AdamW's two fp32 states (exp_avg, exp_avg_sq),
+    sharded over all G ranks (FSDP, fsdp_size -1)."""
+    for model, n, gpus in (("qwen2.5_3b", 3.09e9, 2), ("qwen2.5_7b", 7.62e9, 4)):
+        m = plan_of(f"model={model}", f"gpus={gpus}").memory
+        assert m.actor_params_gb == pytest.approx(4 * n / gpus / GIB, rel=1e-3)
+        assert m.actor_grads_gb == pytest.approx(4 * n / gpus / GIB, rel=1e-3)
+        assert m.actor_optimizer_gb == pytest.approx(2 * 4 * n / gpus / GIB, rel=1e-3)
+
+
+def test_default_gpu_size_fits_a_real_80gb_card(plan_of):
+    """nvidia-smi reports 81559 MiB for an H100 80GB HBM3 (A100 80GB: 81920 MiB): the default memory.gpu_gb
+    must not exceed what the card gives, and the default plan must fit it."""
+    from src.launch import compose_config
+
+    assert compose_config([])["memory"]["gpu_gb"] <= H100_80GB_TOTAL_GIB == pytest.approx(79.65, abs=0.01)
+    default = plan_of()
+    assert not isinstance(default, PlanError), default
+    assert default.memory.rollout_gb <= H100_80GB_TOTAL_GIB and default.memory.update_gb <= H100_80GB_TOTAL_GIB
+
+
+# What the documented presets do on the default card (README "Memory plan"): these refuse in the rollout
+REFUSED = {("qwen2.5_7b", "comet", "2"), ("qwen2.5_7b", "xcomet_xl", "2"), ("qwen2.5_7b", "xcomet_xl", "3"),
+           ("qwen2.5_7b", "word_qe", "2"), ("qwen2.5_7b", "word_qe", "3")}
+SHIPPED = list(itertools.product(("qwen2.5_3b", "qwen2.5_7b"), ("comet", "xcomet_xl", "word_qe"), ("2", "3", "4", "8")))
+
+
+@pytest.mark.parametrize("combo", SHIPPED, ids=["-".join(c) for c in SHIPPED])
 def test_shipped_combinations(plan_of, combo):
     model, reward, gpus = combo
     got = plan_of(f"model={model}", f"reward={reward}", f"gpus={gpus}")
-    want = SHIPPED[combo]
-    if isinstance(want, str):
+    if combo in REFUSED:
         assert isinstance(got, PlanError), got
-        assert str(got).startswith("memory plan: ") and f" {want}: " in str(got) and "\n" not in str(got)
+        assert str(got).startswith("memory plan: ") and " rollout: " in str(got) and "\n" not in str(got)
+        assert "as measured in benches/RESULTS.md" in str(got), got
+        assert "alternatives that fit: " in str(got) or "combine them or use more GPUs" in str(got), got
         return
     assert not isinstance(got, PlanError), got
-    share, rollout, update = want
     m = got.memory
-    assert (m.vllm_share, round(m.rollout_gb, 1), round(m.update_gb, 1)) == (share, rollout, update)
-    assert got.gpu_memory_utilization == share
-    assert m.rollout_gb <= 80 and m.update_gb <= 80 and m.kv_cache_gb >= m.kv_needed_gb
+    assert got.gpu_memory_utilization == m.vllm_share <= 0.6
+    assert m.rollout_gb <= m.gpu_gb and m.update_gb <= m.gpu_gb and m.kv_cache_gb >= m.kv_needed_gb
 
 
 def test_every_shipped_3b_combination_fits_with_every_placement(plan_of):
@@ -112,20 +200,24 @@ def test_every_shipped_3b_combination_fits_with_every_placement(plan_of):
         assert not isinstance(got, PlanError), (reward, gpus, placement, got)
 
 
+def got_gpu(msg: str) -> str:
+    return msg.split(" GiB with ")[0].rsplit(" of ", 1)[1]
+
+
 def test_xcomet_xxl_shared_with_7b_on_80gb_is_refused_with_numbers_and_alternatives(plan_of):
     got = plan_of("model=qwen2.5_7b", "gpus=4", "reward.span_model=xcomet_xxl")
     assert isinstance(got, PlanError)
     msg = str(got)
     assert "\n" not in msg
-    # XXL: 10.7B x 2 B = 19.93 GiB + activations (16384 x 2 x (4096 x 49 + 2 x 16384) + 16384 x 32 x 512 x 4) 8.12
-    # + CometKiwi 1.06 + 1 = 30.1; update = 7.1 + 7.1 + 14.2 + 7.1 + 10.6 + 30.1 + 4 = 80.2 > 80
+    # measured (src/memory_measured.py): XCOMET-XXL bf16 at 16384 tokens keeps 18.9 GiB of activations beside its
+    # 20 GiB of weights; the message names those numbers and where they come from
     assert "cometkiwi_da+xcomet_xxl shared does not fit" in msg
-    assert "scorer 30.1 + reserve 4 = 80.2 GiB > 80 GiB" in msg, msg
+    assert " update: " in msg and f"> {got_gpu(msg)} GiB" in msg, msg
+    assert "activations 19." in msg and "at 16384 tokens as measured in benches/RESULTS.md" in msg, msg
     assert ("alternatives that fit: XCOMET-XL instead of XXL (reward.span_model=xcomet_xl); "
-            "scorer.placement=dedicated; offload (+verl.actor_rollout_ref.actor.fsdp_config.param_offload=true") in msg
+            "scorer.placement=dedicated") in msg
     # ... and each alternative does plan
-    for alt in (("reward.span_model=xcomet_xl",), ("reward.span_model=xcomet_xxl", "scorer.placement=dedicated"),
-                ("reward.span_model=xcomet_xxl", "+verl.actor_rollout_ref.ref.fsdp_config.param_offload=true")):
+    for alt in (("reward.span_model=xcomet_xl",), ("reward.span_model=xcomet_xxl", "scorer.placement=dedicated")):
         assert not isinstance(plan_of("model=qwen2.5_7b", "gpus=4", *alt), PlanError), alt
 
 
@@ -133,8 +225,10 @@ def test_offload_counts_in_rollout_not_in_update(plan_of):
     base = plan_of("model=qwen2.5_7b", "gpus=8").memory
     off = plan_of("model=qwen2.5_7b", "gpus=8", "+verl.actor_rollout_ref.actor.fsdp_config.param_offload=true",
                   "+verl.actor_rollout_ref.actor.fsdp_config.optimizer_offload=true").memory
-    # params + Adam leave the GPU while vLLM generates; the update loads them back
-    assert off.rollout_gb == pytest.approx(base.rollout_gb - base.actor_params_gb - base.actor_optimizer_gb, abs=0.01)
+    # params + Adam leave the GPU while vLLM generates (vLLM's share grows into the room); the update loads them back
+    assert off.rollout_gb - off.vllm_gb == pytest.approx(
+        base.rollout_gb - base.vllm_gb - base.actor_params_gb - base.actor_optimizer_gb, abs=0.01)
+    assert off.vllm_share > base.vllm_share
     assert off.update_gb == pytest.approx(base.update_gb)
 
 
@@ -145,13 +239,16 @@ def test_placement_decides_what_the_training_gpu_holds(plan_of):
     assert (shared.scorer.device, shared.scorer.training_gpu_index, shared.scorer.dtype) == ("cuda", 1, "bf16")
     assert (dedicated.scorer.device, dedicated.scorer.training_gpu_index) == ("cuda", None)
     assert (cpu.scorer.device, cpu.scorer.dtype) == ("cpu", "fp32")
-    # the shared scorer's 13.1 GiB come out of vLLM's share; dedicated/cpu leave it at the model's 0.6
-    assert shared.gpu_memory_utilization == 0.49
+    # the shared scorer's 17.7 GiB (measured XCOMET-XL + CometKiwi) come out of vLLM's share; dedicated/cpu
+    # leave it at the model's 0.6
+    assert shared.gpu_memory_utilization == 0.43
     assert dedicated.gpu_memory_utilization == cpu.gpu_memory_utilization == 0.6
-    # resident actor + ref 23.02 + vLLM 0.6 x 80 + reserve 4, no scorer
-    assert dedicated.memory.rollout_gb == pytest.approx(23.022 + 48 + 4, abs=0.01)
+    # no scorer on the training GPU: the measured fp32 shards of actor params + Adam state + reference model
+    # (FSDP2 tracker, 3B on 2 GPUs) beside vLLM's 0.6 x 79.6 and the reserve
+    shard, adam, _ = POLICY_STEP_PEAKS[("qwen2.5_3b", 2)]
+    assert dedicated.memory.rollout_gb == pytest.approx(shard + adam + shard + 0.6 * 79.6 + 4, rel=2e-3)
     why = next(a for a in shared.adjustments if a.key == "gpu_memory_utilization")
-    assert (why.intent, why.value) == (0.6, 0.49) and "shared scorer needs 13.1 GiB on training GPU 1" in why.reason
+    assert (why.intent, why.value) == (0.6, 0.43) and "shared scorer needs 17.7 GiB on training GPU 1" in why.reason
     kinds = {m.name: m.kind for m in shared.scorer.models}
     assert kinds == {"cometkiwi_da": "cometkiwi", "xcomet_xl": "xcomet"}
 
@@ -169,7 +266,7 @@ def test_gpu_memory_from_config_or_from_the_devices(plan_of):
     detected = plan_of("gpus=4", "memory.gpu_gb=null", gpu_memory_gb=79.6)
     assert detected.memory.gpu_gb == 79.6
     refused = plan_of("gpus=4", "memory.gpu_gb=null")
-    assert isinstance(refused, PlanError) and "set memory.gpu_gb=80" in str(refused)
+    assert isinstance(refused, PlanError) and "set memory.gpu_gb=79.6" in str(refused)
     # a smaller card squeezes vLLM further; a 24 GiB card cannot hold the 3B actor on 2 GPUs
     assert plan_of("gpus=4", "memory.gpu_gb=48").memory.vllm_share < 0.6
     assert isinstance(plan_of("gpus=2", "memory.gpu_gb=24"), PlanError)
@@ -180,7 +277,7 @@ def test_cli_refuses_a_plan_that_cannot_fit_before_writing_anything(isolated_pat
     res = launch(["model=qwen2.5_7b", "gpus=4", "reward.span_model=xcomet_xxl", "dry_run=true"] + paths)
     assert res.returncode == 2, res.stdout + res.stderr
     lines = [l for l in res.stderr.splitlines() if l.startswith("error:")]
-    assert len(lines) == 1 and lines[0].startswith("error: memory plan: qwen2.5_7b on 4 GPU(s) of 80 GiB"), res.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: memory plan: qwen2.5_7b on 4 GPU(s) of 79.6 GiB"), res.stderr
     assert files_under(out) == []
 
 
@@ -190,9 +287,9 @@ def test_memory_plan_is_in_plan_json_and_the_table(isolated_paths):
     assert res.returncode == 0, res.stdout + res.stderr
     (plan_json,) = [p for p in files_under(out) if p.name == "plan.json"]
     plan = json.loads(plan_json.read_text())
-    assert plan["memory"]["vllm_share"] == plan["gpu_memory_utilization"] == 0.49 and plan["memory"]["fits"]
+    assert plan["memory"]["vllm_share"] == plan["gpu_memory_utilization"] == 0.43 and plan["memory"]["fits"]
     assert plan["scorer"]["placement"] == "shared" and plan["scorer"]["training_gpu_index"] == 1
-    assert "peak per GPU: rollout / update" in res.stdout and "79.3 / 56.0" in res.stdout
-    assert "0.6 -> 0.49: the shared scorer needs 13.1 GiB" in res.stdout
+    assert "peak per GPU: rollout / update" in res.stdout and "79.0 / 58.0" in res.stdout
+    assert "0.6 -> 0.43: the shared scorer needs 17.7 GiB" in res.stdout
     verl = next(p for p in files_under(out) if p.name == "verl_config.yaml").read_text()
-    assert "gpu_memory_utilization: 0.49" in verl
+    assert "gpu_memory_utilization: 0.43" in verl

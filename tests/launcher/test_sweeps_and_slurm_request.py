@@ -55,6 +55,11 @@ def test_a_bad_combination_inside_a_sweep_file_is_refused_before_submission(isol
 
 @pytest.mark.parametrize("args,needle", [
     (["+sweep=seeds"], "add --multirun to run it"),
+    (["--multirun", "hydra/launcher=slurm", "slurm.signal_delay_s=10"], "slurm.signal_delay_s=10 leaves no time"),
+    (["--multirun", "hydra/launcher=slurm", "slurm.timeout_min=1", "slurm.signal_delay_s=60"],
+     "is not shorter than the time limit slurm.timeout_min=1"),
+    (["--multirun", "hydra/launcher=slurm", "hydra.launcher.signal_delay_s=60"],
+     "hydra.launcher.signal_delay_s=60 differs from slurm.signal_delay_s=300; set slurm.signal_delay_s=60 instead"),
     (["hydra/launcher=slurm"], "hydra/launcher=slurm submits only with --multirun"),
     (["--multirun", "+sweep=nope"], "Could not find 'sweep/nope'"),
     (["--multirun", "hydra/launcher=slurm", "hydra.launcher.gpus_per_node=4"],
@@ -92,12 +97,20 @@ def test_node_resources_come_from_the_plan(base_cfg):
     assert build_plan(with_(base_cfg, gpus__per_node=8, nodes=2), run_dir="r").node_cpus == 34
 
 
-def test_wandb_run_id_is_stable_per_checkpoint_dir(base_cfg):
-    a = build_plan(with_(base_cfg, gpus__per_node=4), run_dir="run-1")
-    b = build_plan(with_(base_cfg, gpus__per_node=4), run_dir="run-2")   # e.g. a requeue or re-run
-    c = build_plan(with_(base_cfg, gpus__per_node=4, seed=2), run_dir="run-1")
-    assert a.wandb_run_id == b.wandb_run_id != c.wandb_run_id
-    assert a.wandb_run_id.startswith("qerl-") and len(a.wandb_run_id) <= 64
+def test_wandb_run_id_is_stable_per_training_config(tmp_path):
+    # the id comes from the run identity (src/run_identity.py), not from the run dir: a requeue or a
+    # re-run in another Hydra dir continues the same wandb run; another seed is another run
+    from src import verl_config
+    from src.launch import compose_config, identify
+
+    def wandb_id(overrides, run_dir):
+        cfg = compose_config(overrides + [f"paths.results_root={tmp_path}/results"])
+        plan = build_plan(cfg, run_dir=str(tmp_path / run_dir))
+        return identify(plan, cfg, overrides, verl_config.build(plan, cfg), None)[0].wandb_run_id
+
+    a, b, c = wandb_id(["gpus='4'"], "run-1"), wandb_id(["gpus='4'"], "run-2"), wandb_id(["gpus='4'", "seed=2"], "run-1")
+    assert a == b != c
+    assert a.startswith("qerl-") and len(a) <= 64
 
 
 def test_executor_params_one_task_per_node_chdir_and_requeue(base_cfg):
@@ -117,6 +130,16 @@ def test_executor_params_one_task_per_node_chdir_and_requeue(base_cfg):
     # debug.nodes_as_tasks: the K nodes as K tasks on the dev cluster's single host
     sim = slurm_request.resources(plan, nodes_as_tasks=True)
     assert sim == {"nodes": 1, "tasks_per_node": 2, "gpus_per_node": 18, "cpus_per_task": 34}
+
+
+def test_the_time_limit_signal_comes_from_the_plan(base_cfg):
+    # the sbatch --time/--signal pair is the plan's, which checked that the signal leaves room for
+    # the step in progress and the requeue (src/time_limit.py)
+    launcher = {"_target_": "x", "submitit_folder": "/s/%j", "timeout_min": 60, "signal_delay_s": 120}
+    plan = build_plan(with_(base_cfg, slurm__timeout_min=90, slurm__signal_delay_s=600), run_dir="r")
+    assert (plan.time_limit.timeout_min, plan.time_limit.signal_delay_s, plan.time_limit.stop_by_s) == (90, 600, 580)
+    params = slurm_request.executor_params(launcher, plan, False, [], code_dir="/sweep/code")
+    assert (params["timeout_min"], params["slurm_signal_delay_s"]) == (90, 600)
 
 
 # ------------------------------------------------------------------------------ code snapshot

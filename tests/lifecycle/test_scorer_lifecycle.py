@@ -20,6 +20,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from tests.rewards.conftest import NETGUARD
@@ -87,8 +89,9 @@ class Run:
         (tmp / "models" / "Qwen2.5-3B").mkdir(parents=True)
         data = tmp / "data" / "wmt_zh_en"
         data.mkdir(parents=True)
-        for name in ("train.parquet", "val.parquet"):
-            (data / name).touch()
+        for split in ("train", "val"):
+            # preflight reads the split tags (validation rows must say so); nothing else reads them here
+            pq.write_table(pa.table({"extra_info": [{"split": split}]}), data / f"{split}.parquet")
         stand_in = " ".join([sys.executable, str(STAND_IN), "--qe-health", "--token-file", str(self.token_file),
                              *stand_in_args])
         self.args = [sys.executable, "-m", "src.launch", "reward=comet", "gpus=2", "scorer.placement=cpu",

@@ -61,3 +61,27 @@ def test_missing_run_dir_and_missing_metrics(tmp_path):
     (tmp_path / "run").mkdir()
     with pytest.raises(RunDirError, match="trainer.logger must include 'file'"):
         load_run(tmp_path / "run")
+
+
+def _lines(path, steps, value):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps({"step": s, "data": {"critic/score/mean": value + s}}) + "\n" for s in steps))
+
+
+def test_attempts_in_the_checkpoint_dir_read_as_one_series(tmp_path):
+    # what the launcher leaves: each launch (first run, requeue, --from-snapshot --resume) its own
+    # run dir, and its own metrics file in the checkpoint dir all attempts share
+    ckpt = tmp_path / "results" / "m" / "comet_off" / "grpo" / "gpus4" / "seed1-0123abcd"
+    first, second = ckpt / "metrics" / "20261123-000000-run_a.jsonl", ckpt / "metrics" / "20261123-010000-run_b.jsonl"
+    _lines(first, [1, 2, 3, 4], 0.0)  # killed after step 4, last checkpoint at step 2
+    _lines(second, [3, 4, 5], 100.0)  # resumed from step 2: steps 3 and 4 again
+    os.utime(first, (1_000, 1_000))
+    os.utime(second, (2_000, 2_000))
+    run_b = tmp_path / "outputs" / "runs" / "run_b"
+    (run_b / "snapshot").mkdir(parents=True)
+    (run_b / "snapshot" / "verl_config.yaml").write_text(f"trainer:\n  default_local_dir: {ckpt}\n")
+    run = load_run(run_b)
+    assert list(run.metrics.index) == [1, 2, 3, 4, 5]  # no duplicate steps
+    assert list(run.metrics["critic/score/mean"]) == [1.0, 2.0, 103.0, 104.0, 105.0]  # the later attempt wins
+    assert run.metric_files == [first, second]
+    assert list(load_run(ckpt).metrics.index) == [1, 2, 3, 4, 5]  # the checkpoint dir alone reads the same

@@ -61,7 +61,9 @@ def test_fuzz_scores_stay_finite_and_in_range(reward, loop, scorer_env):
     before = sum(scorer_env.items_by_model().values())
     seen = []
 
-    @settings(max_examples=700, deadline=None, database=None,
+    # derandomize: the share of examples that reach the service (asserted below) is a property of
+    # the example set; a random set fell under the bound now and then (46 of 50 once)
+    @settings(max_examples=700, deadline=None, database=None, derandomize=True,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                      HealthCheck.function_scoped_fixture])
     @given(response=responses, row=rows)

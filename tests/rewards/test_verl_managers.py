@@ -133,7 +133,9 @@ def test_comet_group_naive_training_row(tokenizer, scorer_env):
 
 def test_xcomet_group_dapo_training_row(tokenizer, scorer_env):
     mgr = manager(tokenizer, "reward=xcomet_xl", "algo=dapo")
-    assert type(mgr).__name__ == "DAPORewardManager"
+    from verl.experimental.reward_loop.reward_manager.dapo import DAPORewardManager
+
+    assert isinstance(mgr, DAPORewardManager)  # verl's (subclassed: src/rewards/managers.py)
     info = extra_info(SRC)
     out = run(mgr, sample(tokenizer, RESPONSE, info))
     extra = check_common(out, info)

@@ -161,3 +161,27 @@ def test_returning_clients_do_not_wait_out_max_wait():
     first, second, third, batches = asyncio.run(main())
     assert first >= 0.35 and second < 0.2 and third >= 0.35
     assert batches == [3, 3, 2]
+
+
+def test_padding_waste_is_the_share_of_padded_slots():
+    from src.scorer.metrics import padding_waste
+
+    assert padding_waste([10, 10, 10]) == 0.0
+    assert padding_waste([10, 30]) == pytest.approx(1 - 40 / 60)
+    assert padding_waste([]) == 0.0
+
+
+def test_batches_report_their_padding_waste_in_metrics():
+    async def go():
+        b, runner = make(max_wait_ms=200.0)
+        b.start()
+        items = [Item(src="s", mt=str(v)) for v in (1, 2)]
+        futs = b.submit("m", items, [ItemOptions()] * 2, [Measure(10, False), Measure(30, False)])
+        await asyncio.gather(*futs)
+        await b.drain(5)
+        return b.metrics.snapshot(0, None), runner.batches
+
+    snap, batches = asyncio.run(go())
+    assert batches == [2]
+    assert snap["padding_waste"]["n"] == 1
+    assert snap["padding_waste"]["max"] == pytest.approx(1 - 40 / 60)

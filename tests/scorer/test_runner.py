@@ -162,7 +162,10 @@ def test_16bit_autocast_runs_every_kind(tiny_dir, runners, corpus, fixture, dtyp
     samples = sample_items(corpus, 6, fixture in ("comet-da", "xcomet"), seed=3)
     low = run_sorted(make_runner(tiny_dir, fixture, dtype=dtype), samples)
     ref = run_sorted(runners[fixture], samples)
-    assert all(l["score"] is not None and abs(l["score"] - r["score"]) < 0.1 for l, r in zip(low, ref))
+    # Measured on these tiny models (max |16-bit - fp32| over the 6 samples, every kind):
+    # bf16 2.0e-3 (cometkiwi), fp16 1.8e-4. 5e-3 leaves margin for other CPUs' bf16 kernels and
+    # stays under the product's 1e-2 promise.
+    assert all(l["score"] is not None and abs(l["score"] - r["score"]) <= 5e-3 for l, r in zip(low, ref))
 
 
 def test_missing_encoder_fails_fast_with_one_line(tiny_dir, tmp_path):

@@ -16,10 +16,18 @@ resumes when they exist. Each start appends what it saw to <run dir>/stand_in.js
                        runner scrubs it from train.log and that it is nowhere else on disk)
   --hold               create <run dir>/stand_in.holding (its pid) and wait (bounded by --wait-s)
                        until <run dir>/stand_in.release exists, like a long training run
+  --train-steps N      train steps 1..N of --step-s seconds each, from the step after the one in
+                       latest_checkpointed_iteration.txt, saving every trainer.save_freq steps and at
+                       N like verl; speaks the time-limit protocol of src/train_entry.py through
+                       src/time_limit.py: after a step, if the runner asked, save that step (unless
+                       just saved), record it and end. Each completed step is a line in
+                       <run dir>/stand_in_steps.jsonl. --resumed-steps K: a resumed start ends K
+                       steps after the step it resumed from (so a requeued job finishes quickly)
 """
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -50,6 +58,9 @@ def main() -> int:
     ap.add_argument("--qe-health", action="store_true")
     ap.add_argument("--token-file")
     ap.add_argument("--hold", action="store_true")
+    ap.add_argument("--train-steps", type=int, default=0)
+    ap.add_argument("--step-s", type=float, default=0.5)
+    ap.add_argument("--resumed-steps", type=int, default=0)
     args = ap.parse_args()
 
     run_dir = Path(os.environ["QE_RL_RUN_DIR"])
@@ -63,10 +74,13 @@ def main() -> int:
         "slurm_restart": int(os.environ.get("SLURM_RESTART_COUNT", 0)), "run_dir": str(run_dir),
         "checkpoint_dir": str(ckpt), "resumed": resumed, "resume_mode": verl["trainer"]["resume_mode"],
         "wandb_run_id": os.environ.get("WANDB_RUN_ID"), "wandb_resume": os.environ.get("WANDB_RESUME"),
+        "wandb_run_group": os.environ.get("WANDB_RUN_GROUP"),
         "wandb_mode": os.environ.get("WANDB_MODE"), "hf_hub_offline": os.environ.get("HF_HUB_OFFLINE"),
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "ray_address": os.environ.get("RAY_ADDRESS"), "ray_tmpdir": os.environ.get("RAY_TMPDIR"),
         "cwd": os.getcwd(), "pythonpath": os.environ.get("PYTHONPATH"),
+        # the runner blocks Slurm's time-limit signal in what it starts (src/runner.py)
+        "blocked_signals": sorted(sig.name for sig in signal.pthread_sigmask(signal.SIG_BLOCK, [])),
     }
     if args.ray_nodes:
         import ray
@@ -75,6 +89,7 @@ def main() -> int:
         alive = [n for n in ray.nodes() if n["Alive"]]
         record["ray_nodes"] = len(alive)
         record["ray_node_manager_ports"] = sorted(n["NodeManagerPort"] for n in alive)
+        record["ray_auth_mode"] = os.environ.get("RAY_AUTH_MODE")
         ray.shutdown()
     if args.qe_health:
         record["qe"] = qe_health()
@@ -83,6 +98,12 @@ def main() -> int:
         print(f"stand-in: my scorer token is {os.environ.get('QE_SCORER_TOKEN')}", flush=True)
     with open(run_dir / "stand_in.jsonl", "a") as f:
         f.write(json.dumps(record) + "\n")
+    # what offline wandb keeps per run: one dir per run id under the checkpoint dir's wandb/
+    # (wandb names it offline-run-<time>-<id>); each attempt appends to its run's record
+    wandb_run = ckpt / "wandb" / f"offline-run-{os.environ.get('WANDB_RUN_ID')}"
+    wandb_run.mkdir(parents=True, exist_ok=True)
+    with open(wandb_run / "attempts.jsonl", "a") as f:
+        f.write(json.dumps({"slurm_restart": record["slurm_restart"], "group": record["wandb_run_group"]}) + "\n")
     print(f"stand-in: {json.dumps(record)}", flush=True)
 
     if args.ray_nodes and record["ray_nodes"] != args.ray_nodes:
@@ -100,6 +121,8 @@ def main() -> int:
     if args.exit:
         print(f"stand-in: failing on purpose with exit code {args.exit}", flush=True)
         return args.exit
+    if args.train_steps:
+        return train_steps(args, run_dir, ckpt, verl, world)
     if not resumed:
         (step / "actor").mkdir(parents=True, exist_ok=True)
         for rank in range(world):
@@ -112,6 +135,43 @@ def main() -> int:
             print("stand-in: was not requeued", flush=True)
             return 3
     print(f"stand-in: done ({'resumed from' if resumed else 'wrote'} {step})", flush=True)
+    return 0
+
+
+def save(ckpt: Path, step: int, world: int) -> None:
+    """What verl's _save_checkpoint leaves: the step's shards, then the tracker file."""
+    actor = ckpt / f"global_step_{step}" / "actor"
+    actor.mkdir(parents=True, exist_ok=True)
+    for rank in range(world):
+        (actor / f"model_world_size_{world}_rank_{rank}.pt").write_bytes(b"stand-in shard")
+    (ckpt / "latest_checkpointed_iteration.txt").write_text(str(step))
+
+
+def train_steps(args, run_dir: Path, ckpt: Path, verl: dict, world: int) -> int:
+    from src import time_limit
+
+    tracker = ckpt / "latest_checkpointed_iteration.txt"
+    start = int(tracker.read_text()) if tracker.exists() else 0
+    last = min(args.train_steps, start + args.resumed_steps) if start and args.resumed_steps else args.train_steps
+    save_freq = verl["trainer"]["save_freq"]
+    restart = int(os.environ.get("SLURM_RESTART_COUNT", 0))
+    print(f"stand-in: training steps {start + 1}..{last}", flush=True)
+    for step in range(start + 1, last + 1):
+        time.sleep(args.step_s)
+        with open(run_dir / "stand_in_steps.jsonl", "a") as f:
+            f.write(json.dumps({"slurm_restart": restart, "step": step}) + "\n")
+        finished = step == last
+        # verl's periodic save (trainer_base.py, PPOTrainer.fit)
+        periodic = save_freq > 0 and (finished or step % save_freq == 0)
+        if periodic:
+            save(ckpt, step, world)
+        if time_limit.requested(ckpt):
+            if not periodic:
+                save(ckpt, step, world)
+            time_limit.record_saved(ckpt, step, saved_now=not periodic, finished=finished)
+            print(f"stand-in: time limit, saved step {step}", flush=True)
+            return 0
+    print(f"stand-in: trained to step {last}", flush=True)
     return 0
 
 

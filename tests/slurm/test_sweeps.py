@@ -53,8 +53,12 @@ class Sweep:
         (self.tmp / "models" / "Qwen2.5-3B").mkdir(parents=True, exist_ok=True)
         data = self.tmp / "data" / "wmt_zh_en"
         data.mkdir(parents=True, exist_ok=True)
-        for name in ("train.parquet", "val.parquet"):
-            (data / name).touch()
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        # preflight reads each file's extra_info.split (src/preflight.py check_data_splits)
+        for name, split in (("train.parquet", "train"), ("val.parquet", "val")):
+            pq.write_table(pa.table({"extra_info": [{"split": split}]}), data / name)
         return [f"paths.model_root={self.tmp}/models", f"paths.data_root={self.tmp}/data", "debug.skip_scorer=true"]
 
     def command(self, args: list[str]) -> list[str]:
@@ -268,10 +272,34 @@ def test_requeued_job_resumes_in_the_same_run_dir_from_the_first_attempts_checkp
     assert (first["resumed"], second["resumed"]) == (False, True)
     assert second["resume_mode"] == "auto"
     assert second["wandb_run_id"] == first["wandb_run_id"] and second["wandb_resume"] == "allow"
+    # one (offline) wandb run for the job, both attempts in it; the checkpoint dir ends in the run id
+    wandb_runs = list((Path(first["checkpoint_dir"]) / "wandb").iterdir())
+    assert [p.name for p in wandb_runs] == [f"offline-run-{first['wandb_run_id']}"]
+    assert len((wandb_runs[0] / "attempts.jsonl").read_text().splitlines()) == 2
+    assert first["checkpoint_dir"].endswith("-" + first["wandb_run_id"].removeprefix("qerl-"))
     attempts = (run_dir / "attempts.jsonl").read_text().splitlines()
     assert [json.loads(a)["slurm_restart"] for a in attempts] == [0, 1]
     assert [p.name for p in run_dir.iterdir() if p.name.startswith("snapshot")] == ["snapshot"]
     assert sweep.summary()[0]["state"] == "succeeded"
+
+
+def test_two_job_sweep_writes_two_checkpoint_dirs_and_two_wandb_runs_in_one_group(sweep):
+    res = sweep.run(["gpus=2", "trainer.lr=1e-6,3e-6", f"debug.train_command_override='{stand_in()}'"]
+                    + sweep.fake_inputs())
+    assert res.returncode == 0, res.stdout + res.stderr
+    seen = [json.loads(p.read_text().splitlines()[0]) for p in sorted(sweep.dir.glob("*/stand_in.jsonl"))]
+    assert len(seen) == 2
+    dirs = {s["checkpoint_dir"] for s in seen}
+    assert len(dirs) == 2 and all(Path(d).name.startswith("seed1_lr") for d in dirs)
+    assert any("_lr1e-06-" in d for d in dirs) and any("_lr3e-06-" in d for d in dirs)
+    assert len({s["wandb_run_id"] for s in seen}) == 2
+    # grouped by the sweep: its dir's name
+    assert {s["wandb_run_group"] for s in seen} == {f"sweep-{sweep.dir.name}"}
+    for s in seen:
+        ckpt = Path(s["checkpoint_dir"])
+        assert [p.name for p in (ckpt / "wandb").iterdir()] == [f"offline-run-{s['wandb_run_id']}"]
+        recorded = json.loads((ckpt / "run_identity.json").read_text())
+        assert ckpt.name.endswith("-" + recorded["run_id"])
 
 
 def test_multi_node_ray_bootstrap_head_and_worker_on_one_host(sweep):
@@ -290,6 +318,9 @@ def test_multi_node_ray_bootstrap_head_and_worker_on_one_host(sweep):
     head = json.loads((rendezvous / "head.json").read_text())
     assert seen["ray_address"] == head["address"]
     assert (rendezvous / "done").exists() and (rendezvous / "left-1").exists()   # the worker left first
+    # the job's own Ray token (not ~/.ray): used by verl's driver, gone with the cluster, never on a command line
+    assert seen["ray_auth_mode"] == "token" and not (rendezvous / "ray_auth_token").exists()
+    assert "auth" not in (rendezvous / "node-0.sh").read_text() + (rendezvous / "node-1.sh").read_text()
 
     def flags(script: Path) -> dict:
         cmd = script.read_text().splitlines()[-1].split()

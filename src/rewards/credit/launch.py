@@ -1,0 +1,139 @@
+"""reward.credit -> the plan's TokenCreditPlan -> verl config keys (launch side).
+
+src/plan.py calls `plan(cfg)`; src/verl_config.py turns the plan into verl keys with
+`adv_estimator`, `reward_kwargs` and `verl_overrides`. With reward.credit=sequence (the default)
+all three add nothing, so the verl config (and the run id hashed from it) is byte-identical to a
+run without this module.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from src.rewards import settings as rewards_settings
+from src.rewards.credit.ranges import CREDITS, KWARGS_KEY, SEQUENCE, CreditConfigError, CreditSettings
+
+ESTIMATOR = "grpo_token"  # src/rewards/credit/estimator.py NAME (not imported: it imports torch)
+AGENT_LOOP = "token_credit_agent"  # src/rewards/credit/agent_loop.py AGENT_NAME
+MANAGER_CLASS = "src.rewards.credit.agent_loop.TokenCreditAgentLoopManager"
+
+
+@dataclass(frozen=True)
+class TokenCreditPlan:
+    # the estimator's token weight w: A = GRPO + w * penalty / scale
+    weight: float
+    # penalty of the heaviest severity, in reward units; null in the config: the training answer's range
+    scale: float
+    # spans (XCOMET severities) or words (BAD words, word_tag_source=probs)
+    source: str
+    severity_weights: dict
+    estimator: str = ESTIMATOR
+    agent_loop: str = AGENT_LOOP
+    agent_loop_manager_class: str = MANAGER_CLASS
+
+
+def answer_range(reward_kwargs: dict) -> float:
+    """hi - lo of the training answer: sum of |weight| x clip width over its components."""
+    s = rewards_settings.RewardSettings.from_kwargs(reward_kwargs)
+    return sum(abs(w) * (s.clip[c][1] - s.clip[c][0]) for c, w in s.train_weights.items())
+
+
+def plan(cfg: dict) -> Optional[TokenCreditPlan]:
+    """None for reward.credit=sequence; raises CreditConfigError (one line) for what cannot work."""
+    reward, algo = cfg["reward"], cfg["algo"]
+    credit = reward.get("credit", SEQUENCE)
+    if credit not in CREDITS:
+        raise CreditConfigError(f"reward.credit must be sequence or token, got {credit!r} (e.g. reward.credit=token)")
+    if credit == SEQUENCE:
+        return None
+    kw = rewards_settings.reward_kwargs(reward, cfg["scorer"]["models"])
+    spans_in_training = kw["models"].get("span") is not None and any(
+        kw["train_weights"][c] != 0.0 for c in rewards_settings.SPAN_COMPONENTS)
+    if not spans_in_training:
+        raise CreditConfigError(
+            f"reward.credit=token needs the span model's error spans in the training reward, and reward "
+            f"{reward['name']} (mode={reward['mode']}) does not call it in training: use reward=xcomet_xl or "
+            f"reward=word_qe, or reward.mode=train with reward.weights.mqm=1")
+    if algo["adv_estimator"] != "grpo":
+        raise CreditConfigError(f"reward.credit=token replaces the grpo advantage with {ESTIMATOR}; algo "
+                                f"{algo['name']} uses adv_estimator={algo['adv_estimator']} "
+                                f"(use algo=grpo or algo=dapo)")
+    use_v1 = ((cfg.get("verl") or {}).get("trainer") or {}).get("use_v1", True)
+    if use_v1 is False:
+        raise CreditConfigError("reward.credit=token needs verl's V1 trainer (its agent loop builds rm_scores): "
+                                "drop verl.trainer.use_v1=false")
+    tc = reward.get("token_credit") or {}
+    weight = tc.get("weight")
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight < 0:
+        raise CreditConfigError(f"reward.token_credit.weight must be a number >= 0, got {weight!r} "
+                                f"(e.g. reward.token_credit.weight=1.0)")
+    scale = tc.get("scale")
+    if scale is None:
+        scale = answer_range(kw)
+        if scale <= 0:
+            raise CreditConfigError(f"reward {reward['name']}: the training answer has no range to scale token "
+                                    f"penalties by; set reward.token_credit.scale=1.0")
+    source = "words" if (kw["train_weights"]["ok_ratio"] != 0.0 and kw["span"]["word_tag_source"] == "probs") \
+        else "spans"
+    severity = {str(k): v for k, v in dict(tc.get("severity_weights") or {}).items()}
+    checked = CreditSettings.from_kwargs({"severity_weights": severity, "scale": scale, "source": source})
+    return TokenCreditPlan(weight=float(weight), scale=checked.scale, source=source,
+                           severity_weights=dict(checked.severity_weights))
+
+
+def adv_estimator(token_credit: Optional[TokenCreditPlan], algo_estimator: str) -> str:
+    return token_credit.estimator if token_credit is not None else algo_estimator
+
+
+def reward_kwargs(token_credit: Optional[TokenCreditPlan]) -> dict:
+    """What compute_score needs (src/rewards/credit/ranges.py from_reward_kwargs)."""
+    if token_credit is None:
+        return {}
+    # `weight` is the estimator's: verl's AlgoConfig takes no extra keys (its dataclass refuses
+    # them), so the trainer process reads it here (estimator.configure)
+    return {KWARGS_KEY: {"severity_weights": dict(token_credit.severity_weights), "scale": token_credit.scale,
+                         "source": token_credit.source, "weight": token_credit.weight}}
+
+
+def verl_overrides(token_credit: Optional[TokenCreditPlan]) -> list[tuple[str, Any]]:
+    """verl keys beyond the estimator name and the reward kwargs."""
+    if token_credit is None:
+        return []
+    return [
+        # loaded by verl's TaskRunnerV1.init_agent_loop_manager in the trainer process
+        # a field of verl's AgentLoopConfig (verl/workers/config/rollout.py) its yaml lacks: `+`
+        ("+actor_rollout_ref.rollout.agent.agent_loop_manager_class", token_credit.agent_loop_manager_class),
+        # the agent loop for rows without `agent_name` (src/data writes none)
+        ("actor_rollout_ref.rollout.agent.default_agent_loop", token_credit.agent_loop),
+    ]
+
+
+def check(verl_cfg) -> None:
+    """What verl resolves only on the GPU node, resolved now: the manager class loads the way
+    verl loads it (verl.utils.import_utils.load_class_from_fqn) and the estimator is found by
+    name through verl's registry (core_algos.get_adv_estimator_fn)."""
+    agent = verl_cfg.actor_rollout_ref.rollout.agent
+    if agent.get("agent_loop_manager_class") != MANAGER_CLASS:
+        return
+    import warnings
+
+    from verl.trainer.ppo import core_algos
+    from verl.utils.import_utils import load_class_from_fqn
+
+    with warnings.catch_warnings():
+        # importing verl's agent loop probes every training engine; on the launch host the GPU
+        # engines are missing by design, and the dry run would show five lines saying so
+        warnings.filterwarnings("ignore", message=r".* engine is not available")
+        load_class_from_fqn(MANAGER_CLASS, "AgentLoopManager")
+    from src.rewards.credit import estimator
+
+    estimator.register(verl_cfg)
+    core_algos.get_adv_estimator_fn(verl_cfg.algorithm.adv_estimator)
+    if verl_cfg.algorithm.adv_estimator != ESTIMATOR:
+        # verl's own estimators would read the token penalties as part of the sequence score
+        raise CreditConfigError(f"reward.credit=token needs algorithm.adv_estimator={ESTIMATOR}, got "
+                                f"{verl_cfg.algorithm.adv_estimator!r} (remove the verl.* override)")
+    if agent.default_agent_loop != AGENT_LOOP:
+        raise CreditConfigError(f"reward.credit=token needs actor_rollout_ref.rollout.agent.default_agent_loop="
+                                f"{AGENT_LOOP}, got {agent.default_agent_loop!r} (remove the verl.* override)")

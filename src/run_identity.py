@@ -1,0 +1,191 @@
+"""A run's identity: what it trains, as a dict, an 8-hex id, and a readable name.
+
+The id is a hash of verl's resolved config with the keys that only say where and how to log,
+save or resume taken out (EXCLUDED below), plus the QE models the reward scores with (they live
+outside verl's config). The checkpoint dir, the experiment/wandb names and the profiler paths
+are among the excluded keys and are filled in from the id afterwards, so nothing is circular:
+a config built with placeholder names and one built with the final names give the same id.
+Not in it: the time, the host, the Hydra output dir, the order of overrides.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any, Optional
+
+# (pattern, why it does not change what is trained). A pattern is a dotted key, a subtree
+# ("a.b." ends in a dot), or "*.segment." (a subtree of that name anywhere). First match wins.
+EXCLUDED: list[tuple[str, str]] = [
+    ("trainer.project_name", "wandb/console project label"),
+    ("trainer.experiment_name", "run label: carries the id itself"),
+    ("trainer.logger", "which backends receive metrics"),
+    ("trainer.log_val_generations", "how many validation samples are logged"),
+    ("trainer.rollout_data_dir", "where rollout samples are dumped"),
+    ("trainer.validation_data_dir", "where validation samples are dumped"),
+    ("trainer.save_freq", "how often checkpoints are written"),
+    ("trainer.esi_redundant_time", "when the legacy trainer saves before a time limit"),
+    ("trainer.resume_mode", "whether to resume, not what is trained"),
+    ("trainer.resume_from_path", "where to resume from (the dir's identity guards what it holds)"),
+    ("trainer.checkpoint_callback_class", "a hook run after a checkpoint is saved"),
+    ("trainer.test_freq", "how often validation runs; validation does not update the policy"),
+    ("trainer.val_before_train", "a validation pass before step 1; no update"),
+    ("trainer.val_only", "a validation-only pass trains nothing, so it cannot change what the dir holds"),
+    ("trainer.default_hdfs_dir", "a copy destination for checkpoints"),
+    ("trainer.del_local_ckpt_after_load", "disk housekeeping after a resume"),
+    ("trainer.default_local_dir", "the checkpoint dir: carries the id itself"),
+    ("trainer.max_actor_ckpt_to_keep", "disk housekeeping"),
+    ("trainer.max_critic_ckpt_to_keep", "disk housekeeping"),
+    ("trainer.ray_wait_register_center_timeout", "a start-up timeout"),
+    ("trainer.device", "where it runs (cuda/npu), set by the accelerator group"),
+    ("global_profiler.", "profiling: what is measured, not what is trained"),
+    ("*.profiler.", "per-role profiling"),
+    ("*.checkpoint.", "what a checkpoint file holds and how it is written"),
+    ("*.trace.", "rollout tracing to an observability backend"),
+    ("*.prometheus.", "rollout metrics export"),
+    ("ray_kwargs.", "Ray start-up resources and timeline file; derived from the GPU count, which is in the id"),
+    ("transfer_queue.metrics.", "TransferQueue metrics export"),
+    ("data.dataloader_num_workers", "loader processes: speed, not the sample order"),
+    ("data.filter_overlong_prompts_workers", "worker processes for filtering: speed only"),
+    ("*.dump_dir", "where skip-rollout dumps are written"),
+]
+
+# verl subtrees whose every key changes training unless EXCLUDED says otherwise. `trainer.` is
+# deliberately not a subtree rule: its keys are listed one by one (TRAINER_TRAINING), so a new
+# trainer key fails the classification test until someone decides.
+TRAINING_SUBTREES = ("actor_rollout_ref.", "critic.", "reward.", "reward_model.", "distillation.", "data.",
+                     "algorithm.", "custom_reward_function.", "sandbox_fusion.", "model_engine", "skip.",
+                     "transfer_queue.")
+TRAINER_TRAINING = ("trainer.balance_batch", "trainer.total_epochs", "trainer.total_training_steps",
+                    "trainer.nnodes", "trainer.n_gpus_per_node", "trainer.critic_warmup", "trainer.use_v1",
+                    "trainer.v1.")
+
+
+def _matches(key: str, pattern: str) -> bool:
+    if pattern.startswith("*."):
+        seg = pattern[1:]  # ".profiler." or ".dump_dir"
+        return seg in f".{key}." if seg.endswith(".") else key.endswith(seg)
+    return key.startswith(pattern) if pattern.endswith(".") else key == pattern
+
+
+def classify(key: str) -> Optional[str]:
+    """'excluded', 'training', or None when no rule says (the test fails on None)."""
+    if any(_matches(key, p) for p, _ in EXCLUDED):
+        return "excluded"
+    if key.startswith(TRAINING_SUBTREES) or any(_matches(key, p) for p in TRAINER_TRAINING):
+        return "training"
+    return None
+
+
+def is_excluded(key: str) -> bool:
+    return classify(key.lstrip("+")) == "excluded"
+
+
+def _flatten(tree: Any, prefix: str = "") -> dict:
+    if isinstance(tree, dict) and tree:
+        out = {}
+        for k, v in tree.items():
+            out.update(_flatten(v, f"{prefix}{k}."))
+        return out
+    return {prefix[:-1]: tree}
+
+
+def identity(verl_config: dict, scorer_models: dict) -> dict:
+    """The training config as flat `key: value` pairs (sorted), from a resolved verl config (a plain
+    dict) and the QE models the reward uses ({name: {path, kind, dtype}}). Unclassified keys are kept:
+    a key nobody has judged counts as training, so it can only split runs, never merge them."""
+    flat = {k: v for k, v in _flatten(verl_config).items() if classify(k) != "excluded"}
+    for name, spec in sorted(scorer_models.items()):
+        for field, value in sorted(spec.items()):
+            flat[f"qe_scorer.{name}.{field}"] = value
+    return dict(sorted(flat.items()))
+
+
+def run_id(ident: dict) -> str:
+    text = json.dumps(ident, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+# Our config's keys that never name a run in its dir: group choices already in the path prefix
+# (model, reward, algo, gpus, nodes; the seed is always named), and whole subtrees that are not
+# about training (where/how to log or run). `reward.weights.bleu=0.5` is named; `reward=comet` not.
+IN_PREFIX = ("model", "reward", "algo", "gpus", "nodes", "seed")
+NOT_IN_NAME = ("dry_run", "hydra", "paths", "logger", "debug", "slurm", "profile", "accelerator", "memory",
+               "ray_num_cpus", "sweep", "local", "experiment", "scorer")
+NAME_CHARS = 100
+
+
+def _value_text(value: str) -> str:
+    # floats as Python prints them (3e-6 -> 3e-06), as the example dirs in the README show
+    if re.fullmatch(r"[-+]?(\d+\.\d*|\.\d+|\d+(\.\d*)?e[-+]?\d+)", value, re.I):
+        return repr(float(value))
+    return value
+
+
+def readable_name(overrides: list[str], seed: int) -> str:
+    """`seed1_bleu0.5_lr3e-06`: the seed and the overridden values (Hydra's override_dirname idea,
+    one `<last key part><value>` per override, sorted by key), for a human; the id disambiguates."""
+    parts = {}
+    for line in overrides:
+        if "=" not in line:
+            continue
+        key, value = line.lstrip("+~").split("=", 1)
+        root = key.split(".")[0].split("/")[0]
+        # our trainer.* keys carry verl's names (trainer.save_freq, ...): one rule for both
+        if key in IN_PREFIX or root in NOT_IN_NAME or is_excluded(key[len("verl."):] if key.startswith("verl.") else key):
+            continue
+        parts[key] = key.split(".")[-1] + _value_text(value.strip("'\""))
+    text = "_".join([f"seed{seed}"] + [parts[k] for k in sorted(parts)])
+    text = re.sub(r"[^A-Za-z0-9._+-]+", "-", text)
+    return text[:NAME_CHARS]
+
+
+def differences(recorded: dict, current: dict) -> list[str]:
+    """Keys whose values differ (or exist on one side only), sorted."""
+    return sorted(k for k in set(recorded) | set(current) if recorded.get(k, "<absent>") != current.get(k, "<absent>"))
+
+
+IDENTITY_FILE = "run_identity.json"
+SHOWN_KEYS = 5
+
+
+def check_dir(checkpoint_dir: Path, ident: dict, rid: str) -> Optional[str]:
+    """Why this run may not use `checkpoint_dir` (its identity file records another training
+    config), or None. Only possible through a hash collision or a hand-set path."""
+    path = checkpoint_dir / IDENTITY_FILE
+    if not path.is_file():
+        return None
+    try:
+        recorded = json.loads(path.read_text(encoding="utf-8"))
+        old = recorded["identity"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return (f"{path} is unreadable, so what {checkpoint_dir} holds is unknown; restore the file or move the "
+                f"checkpoint dir away")
+    diff = differences(old, ident)
+    if not diff:
+        return None
+    shown = ", ".join(f"{k} ({old.get(k, '<absent>')!r} -> {ident.get(k, '<absent>')!r})" for k in diff[:SHOWN_KEYS])
+    more = f" and {len(diff) - SHOWN_KEYS} more" if len(diff) > SHOWN_KEYS else ""
+    return (f"{checkpoint_dir} holds run {recorded.get('run_id')} trained with another config; this run "
+            f"({rid}) differs in {shown}{more}: resuming would mix two runs; use another checkpoint dir")
+
+
+def record(checkpoint_dir: Path, ident: dict, rid: str, reproduces: Optional[str]) -> None:
+    """Write the identity on the first launch (atomically: a whole file or none); later launches
+    keep it (check_dir has compared them already)."""
+    path = checkpoint_dir / IDENTITY_FILE
+    if path.exists():
+        return
+    checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    body = {"run_id": rid, "reproduces": reproduces, "identity": ident}
+    fd, tmp = tempfile.mkstemp(prefix=".run_identity-", dir=checkpoint_dir)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(body, f, indent=1, sort_keys=True, default=str)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,144 @@
+"""verl's training entry with one addition: the step in progress is saved when Slurm's time limit nears.
+
+Used instead of `python -m verl.trainer.main_ppo` (src/runner.py VERL_ENTRY), with the same
+arguments (--config-path/--config-name of the snapshot's verl config). What verl's `main` does is
+done here with verl's own functions (verl/trainer/main_ppo.py, main: auto_set_device,
+validate_config, run_ppo); only the TaskRunner class differs.
+
+The seams, all in verl 0.9.1:
+- `run_ppo(config, task_runner_class)` takes the TaskRunner class as an argument ("For recipe to
+  change TaskRunner", verl/trainer/main_ppo.py, run_ppo). Ours subclasses verl's TaskRunnerV1 and
+  keeps its `run` (TransferQueue setup, trainer init, fit, wandb finish) untouched.
+- `TaskRunnerV1.run` picks the trainer class with `get_trainer_cls(trainer.v1.trainer_mode)`
+  (verl/trainer/ppo/v1/trainer_base.py, get_trainer_cls reads TRAINER_REGISTRY). In the TaskRunner
+  actor's own process, that registry entry is pointed at a subclass of verl's registered class
+  for the duration of `run`; `register_trainer` refuses re-registration, so the entry is set directly.
+- The subclass hooks `on_step_end`, which `PPOTrainer.fit` calls once per step after the step's
+  update and after verl's periodic `_save_checkpoint` (trainer_base.py, PPOTrainer.fit). There,
+  on a time-limit request (src/time_limit.py), it calls verl's own `_save_checkpoint()` (actor and
+  critic shards through the worker groups, dataloader state, latest_checkpointed_iteration.txt)
+  unless that step was just saved, and lowers `total_training_steps` to the current step: fit then
+  still validates (if due), logs the step's metrics, and leaves its loop at the loop's own bound
+  (`global_steps <= total_training_steps`), so verl shuts down as after a normal last step.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+
+from src import time_limit
+
+logger = logging.getLogger(__name__)
+
+
+class TimeLimitSave:
+    """Mixed in before verl's trainer class (see `time_limited`)."""
+
+    def on_step_end(self):
+        super().on_step_end()
+        ckpt = self.config.trainer.default_local_dir
+        if not time_limit.requested(ckpt):
+            return
+        step = self.global_steps
+        finished = step >= self.total_training_steps
+        save_freq = self.config.trainer.save_freq
+        # the condition under which PPOTrainer.fit has just saved this step (trainer_base.py, fit)
+        saved_by_verl = save_freq > 0 and (finished or step % save_freq == 0)
+        if not saved_by_verl:
+            t0 = time.monotonic()
+            self._save_checkpoint()
+            print(f"time limit: saved step {step} to {ckpt} in {time.monotonic() - t0:.1f}s", flush=True)
+        else:
+            print(f"time limit: step {step} was just saved by the periodic save", flush=True)
+        # fit's loop ends after this step: `global_steps <= total_training_steps` fails once it
+        # increments global_steps (trainer_base.py, PPOTrainer.fit)
+        self.total_training_steps = step
+        time_limit.record_saved(ckpt, step, saved_now=not saved_by_verl, finished=finished)
+
+
+_CLASSES: dict[type, type] = {}
+
+
+def time_limited(base: type) -> type:
+    """verl's trainer class `base` with TimeLimitSave; one class per base (kept, for isinstance)."""
+    if base not in _CLASSES:
+        _CLASSES[base] = type(f"TimeLimited{base.__name__}", (TimeLimitSave, base), {})
+    return _CLASSES[base]
+
+
+def _task_runner_base() -> type:
+    from verl.trainer.main_ppo import TaskRunnerV1
+
+    # the plain class under verl's @ray.remote (Ray keeps it as __ray_actor_class__)
+    return TaskRunnerV1.__ray_actor_class__
+
+
+@contextlib.contextmanager
+def time_limited_trainer(mode: str):
+    """verl's registry entry for `mode` points at the time-limited subclass while inside (the
+    TaskRunner actor's own process; trainer_base.py, get_trainer_cls reads TRAINER_REGISTRY)."""
+    from verl.trainer.ppo.v1 import trainer_base
+
+    original = trainer_base.get_trainer_cls(mode)
+    trainer_base.TRAINER_REGISTRY[mode] = time_limited(original)
+    try:
+        yield trainer_base.TRAINER_REGISTRY[mode]
+    finally:
+        trainer_base.TRAINER_REGISTRY[mode] = original
+
+
+class TimeLimitTaskRunner(_task_runner_base()):
+    """verl's TaskRunnerV1 whose trainer saves on a time-limit request (module docstring)."""
+
+    def run(self, config):
+        from src.rewards.credit.estimator import register_for  # grpo_token (reward.credit=token) in this process
+        register_for(config)
+
+        with time_limited_trainer(config.trainer.v1.trainer_mode) as cls:
+            print(f"train_entry: trainer {cls.__name__}; on a Slurm time limit it saves the step in progress "
+                  f"(asked through {time_limit.flag_dir(config.trainer.default_local_dir)})", flush=True)
+            return super().run(config)
+
+
+def task_runner_class(config):
+    """The Ray actor class run_ppo starts: ours for the V1 trainer; verl's legacy TaskRunner, as is,
+    for use_v1=false (its expiration save, should_save_ckpt_esi in verl/utils/checkpoint/
+    checkpoint_manager.py, reads cloud capacity-block expiry variables, not Slurm's time limit)."""
+    import ray
+
+    if config.trainer.use_v1:
+        return ray.remote(TimeLimitTaskRunner)
+    from verl.trainer.main_ppo_v0 import TaskRunner
+
+    logger.warning("trainer.use_v1=false: the legacy trainer does not read the time-limit flag "
+                   "(src/train_entry.py); a time limit loses the steps since its last save")
+    return TaskRunner
+
+
+def train(config) -> None:
+    """What verl's main does (verl/trainer/main_ppo.py, main), with our TaskRunner."""
+    from verl.trainer.main_ppo import run_ppo
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+    from verl.utils.device import auto_set_device
+
+    auto_set_device(config)
+    validate_config(config=config, use_reference_policy=need_reference_policy(config),
+                    use_critic=need_critic(config))
+    run_ppo(config, task_runner_class=task_runner_class(config))
+
+
+def main() -> None:
+    import hydra
+
+    # config path and name come from the command line, as for verl's entry (src/runner.py)
+    hydra.main(config_path=None, config_name=None, version_base=None)(train)()
+
+
+if __name__ == "__main__":
+    # run the importable module's code: Ray pickles TimeLimitTaskRunner by reference to
+    # src.train_entry, which the TaskRunner actor imports (PYTHONPATH has the code root)
+    from src import train_entry as importable
+
+    importable.main()

@@ -1,0 +1,126 @@
+"""Validation rows are recognisable: preflight reads extra_info.split of the configured train and
+val parquet files (dry runs included, when the files exist) and refuses, with the fix, a val file
+whose rows are not validation rows or a train file whose rows are."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from src.data.parquet_io import write_parquet_atomic
+from src.data.rows import Example, make_row
+from src.preflight import PreflightError, _splits_in, check_data_splits
+from tests.launcher.conftest import files_under, launch
+
+EX = Example(src="这只猫坐在垫子上。", tgt="The cat sat on the mat.", src_lang="zh", tgt_lang="en")
+VALIDATION = ("val", "test")
+
+
+def prepared(path: Path, splits: list[str]) -> Path:
+    """Rows exactly as src.data.prepare writes them (its make_row and writer), one per split given."""
+    rows = [make_row(EX, dataset_name="wmt_zh_en", template="base", split=s, index=i) for i, s in enumerate(splits)]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_parquet_atomic(rows, path)
+    return path
+
+
+def hand_made(path: Path, extra_info: dict | None) -> Path:
+    """A parquet from another prep script: same columns, but extra_info without split (or none)."""
+    row = {"prompt": [{"role": "user", "content": EX.src}], "data_source": "wmt_zh_en/zh-en",
+           "reward_model": {"style": "rule", "ground_truth": EX.tgt}}
+    if extra_info is not None:
+        row["extra_info"] = extra_info
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist([row, row]), path)
+    return path
+
+
+class Files:
+    def __init__(self, train: Path, val: Path):
+        self.train_files, self.val_files = str(train), str(val)
+
+
+def test_prepared_files_pass(tmp_path):
+    check_data_splits(Files(prepared(tmp_path / "t.parquet", ["train"] * 3),
+                            prepared(tmp_path / "v.parquet", ["val", "test"])), VALIDATION)
+
+
+def test_only_the_split_column_is_read(tmp_path):
+    p = prepared(tmp_path / "v.parquet", ["val", "val", "test"])
+    assert _splits_in(p) == {"val": 2, "test": 1}
+
+
+@pytest.mark.parametrize("val_rows,needle", [
+    (["train", "train"], "2 of 2 rows are not marked as validation rows (extra_info.split train: 2"),
+    (["val", "train"], "1 of 2 rows are not marked as validation rows"),
+])
+def test_val_file_with_training_rows_is_refused(tmp_path, val_rows, needle):
+    files = Files(prepared(tmp_path / "t.parquet", ["train"]), prepared(tmp_path / "v.parquet", val_rows))
+    with pytest.raises(PreflightError) as err:
+        check_data_splits(files, VALIDATION)
+    assert needle in str(err.value)
+    assert "python -m src.data.prepare --split val" in str(err.value)
+
+
+@pytest.mark.parametrize("extra_info", [None, {"src": EX.src, "template": "base"}])
+def test_val_file_without_split_is_refused(tmp_path, extra_info):
+    files = Files(prepared(tmp_path / "t.parquet", ["train"]), hand_made(tmp_path / "v.parquet", extra_info))
+    with pytest.raises(PreflightError, match="has no extra_info.split column, so its rows would get the training"):
+        check_data_splits(files, VALIDATION)
+
+
+def test_val_file_with_null_split_is_refused(tmp_path):
+    files = Files(prepared(tmp_path / "t.parquet", ["train"]),
+                  hand_made(tmp_path / "v.parquet", {"split": None, "src": EX.src}))
+    with pytest.raises(PreflightError, match=r"extra_info.split <missing>: 2"):
+        check_data_splits(files, VALIDATION)
+
+
+def test_train_file_with_validation_rows_is_refused(tmp_path):
+    files = Files(prepared(tmp_path / "t.parquet", ["train", "test"]), prepared(tmp_path / "v.parquet", ["val"]))
+    with pytest.raises(PreflightError) as err:
+        check_data_splits(files, VALIDATION)
+    assert "1 of 2 rows are marked as validation rows (extra_info.split test: 1)" in str(err.value)
+    assert "--split train" in str(err.value)
+
+
+def test_validation_splits_come_from_the_reward_config(tmp_path):
+    # a reward config whose validation split is only "test" makes "val" rows training rows
+    files = Files(prepared(tmp_path / "t.parquet", ["train"]), prepared(tmp_path / "v.parquet", ["val"]))
+    with pytest.raises(PreflightError, match="needs one of \\['test'\\]"):
+        check_data_splits(files, ("test",))
+
+
+def test_unreadable_file_is_one_line(tmp_path):
+    bad = tmp_path / "v.parquet"
+    bad.write_text("not parquet")
+    with pytest.raises(PreflightError, match="is not a readable parquet file"):
+        check_data_splits(Files(prepared(tmp_path / "t.parquet", ["train"]), bad), VALIDATION)
+
+
+def test_missing_files_are_left_to_the_existence_check(tmp_path):
+    check_data_splits(Files(tmp_path / "no-train.parquet", tmp_path / "no-val.parquet"), VALIDATION)
+
+
+def test_dry_run_refuses_a_val_file_of_training_rows(isolated_paths, tmp_path):
+    out, paths = isolated_paths
+    prepared(tmp_path / "data" / "wmt_zh_en" / "train.parquet", ["train"] * 2)
+    val = prepared(tmp_path / "data" / "wmt_zh_en" / "val.parquet", ["train"] * 2)
+    result = launch(["reward=comet", "dry_run=true"] + paths)
+    assert result.returncode == 2, result.stderr
+    # verl's own warnings of a config it accepted may precede it (as for every preflight refusal)
+    lines = [l for l in result.stderr.splitlines() if l.startswith("error:")]
+    assert "Traceback" not in result.stderr
+    assert len(lines) == 1 and lines[0].startswith(f"error: val data {val}: 2 of 2 rows are not marked"), result.stderr
+    assert "python -m src.data.prepare --split val" in lines[0]
+    assert files_under(out) == []
+
+
+def test_dry_run_accepts_prepared_files(isolated_paths, tmp_path):
+    out, paths = isolated_paths
+    prepared(tmp_path / "data" / "wmt_zh_en" / "train.parquet", ["train"] * 2)
+    prepared(tmp_path / "data" / "wmt_zh_en" / "val.parquet", ["val"] * 2)
+    result = launch(["reward=comet", "dry_run=true"] + paths)
+    assert result.returncode == 0, result.stderr

@@ -1,0 +1,280 @@
+"""The docs against the project itself (train env: .venv/bin/python -m pytest tests/test_docs.py).
+
+- every config key named in README.md and docs/*.md (inline code such as `scorer.placement=shared`,
+  `batch.prompts_per_step`, `+verl.actor_rollout_ref...`) exists in the composed config, is an
+  option of a config group, or (for `verl.` keys and keys of verl's own sections) exists in verl's
+  ppo_trainer config;
+- every command in README.md's code blocks parses: a `python -m src.launch` line passes the launch
+  precheck (compose + plan of every combination), and a transcript line (`$ python -m src.launch
+  ...` followed by `error: ...`) that the precheck refuses is refused with exactly that line;
+  `make` targets exist in the Makefile; other `python -m src.*` modules answer --help;
+- every repo file named in README.md, docs/*.md, and in comments and docstrings of src/, conf/,
+  tests/, benches/ exists.
+"""
+from __future__ import annotations
+
+import ast
+import io
+import os
+import re
+import shlex
+import subprocess
+import tokenize
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.S | re.M)
+INLINE = re.compile(r"`([^`\n]+)`")
+_MISSING = object()
+
+
+def _rel(p: Path) -> str:
+    return str(p.relative_to(ROOT))
+
+
+def without_fences(text: str) -> str:
+    return FENCE.sub("", text)
+
+
+# --------------------------------------------------------------------------------------------
+# config keys
+
+@lru_cache(maxsize=None)
+def composed() -> dict:
+    from src.launch import compose_config
+
+    return compose_config([])
+
+
+@lru_cache(maxsize=None)
+def verl_defaults():
+    from src.verl_config import compose
+
+    return compose([])
+
+
+@lru_cache(maxsize=None)
+def groups() -> dict[str, list[str]]:
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from src.launch import CONF_DIR
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        loader = GlobalHydra.instance().config_loader()
+        out = {}
+        for g in ("model", "data", "reward", "reward_base", "algo", "gpus", "scorer", "paths", "logger",
+                  "experiment", "accelerator", "hydra/launcher", "local"):
+            out[g] = loader.get_group_options(g)
+    return out
+
+
+KEY = re.compile(r"^(\+{1,2}|~)?([a-z_][a-z0-9_]*(?:\.[a-z0-9_]+)*)(?:\.\*)?(?:=(\S*))?$")
+
+
+def _select(cfg, key: str):
+    return OmegaConf.select(OmegaConf.create(cfg) if isinstance(cfg, dict) else cfg, key, default=_MISSING)
+
+
+@lru_cache(maxsize=None)
+def _composes(override: str) -> bool:
+    """Options served by a plugin rather than a file (gpus=N: hydra_plugins/qe_rl/gpu_count_source.py)."""
+    from src.launch import compose_config, quote_gpu_counts
+
+    try:
+        compose_config([quote_gpu_counts(override)])
+    except Exception:
+        return False
+    return True
+
+
+def key_problem(token: str) -> str | None:
+    """None if `token` names a real key / group option, else what is wrong. Tokens that are not
+    config keys of ours or verl's (module names, file names, prose) are not judged."""
+    m = KEY.match(token)
+    if not m:
+        return None
+    _, key, value = m.groups()
+    first = key.split(".")[0]
+    if key.startswith("verl."):
+        return None if _select(verl_defaults(), key[5:]) is not _MISSING else f"verl has no key {key[5:]}"
+    if "." not in key:
+        if value is None or first not in groups():
+            return None  # a bare name, or a top-level scalar such as seed=2 or dry_run=true
+        opts = [o.strip("'\"") for o in value.split(",") if o]
+        bad = [o for o in opts if o not in groups()[first] and not _composes(f"{first}={o}")]
+        return f"{first} has no option {', '.join(bad)}" if bad else None
+    if first in composed():
+        if _select(composed(), key) is not _MISSING:
+            return None
+        if _select(verl_defaults(), key) is not _MISSING:
+            return None  # a verl key named with its verl path (e.g. trainer.use_v1)
+        return f"no config key {key}"
+    if first in verl_defaults():
+        return None if _select(verl_defaults(), key) is not _MISSING else f"verl has no key {key}"
+    return None
+
+
+def doc_keys():
+    for doc in DOCS:
+        for span in INLINE.findall(doc.read_text(encoding="utf-8")):
+            if any(c in span for c in "<>…[]/") or span.startswith(("python", ".venv", "$")):
+                continue
+            for token in span.split():
+                yield _rel(doc), token
+
+
+def test_config_keys_named_in_the_docs_exist():
+    tokens = set(doc_keys())
+    judged = {t for _, t in tokens if KEY.match(t) and "=" in t or "." in t}
+    assert len(judged) >= 50  # the docs do name keys: an extraction that finds none is broken
+    problems = sorted({f"{doc}: `{tok}`: {p}" for doc, tok in tokens if (p := key_problem(tok))})
+    assert problems == []
+
+
+def test_key_check_can_fail():
+    assert key_problem("scorer.placement=shared") is None
+    assert key_problem("batch.prompts_per_step") is None
+    assert key_problem("+verl.actor_rollout_ref.actor.optim.lr_warmup_steps=10") is None
+    assert key_problem("scorer.placemnt=shared") == "no config key scorer.placemnt"
+    assert key_problem("+verl.actor_rollout_ref.actor.bogus=1") == "verl has no key actor_rollout_ref.actor.bogus"
+    assert key_problem("reward=nope") == "reward has no option nope"
+    assert key_problem("gpus='2','3'") is None and key_problem("gpus=6") is None
+
+
+# --------------------------------------------------------------------------------------------
+# README commands
+
+def readme_commands():
+    """(line, command args, following output lines) for each command line in README's fences."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    for block in FENCE.findall(text):
+        lines = block.replace("\\\n", " ").splitlines()
+        for i, raw in enumerate(lines):
+            line = raw.strip()
+            transcript = line.startswith("$ ")
+            line = line[2:] if transcript else line
+            # a trailing comment, or the description column of a usage table (3+ spaces)
+            line = re.split(r"\s+#\s|\s{3,}", line)[0].strip()
+            if not re.match(r"^(\S*python \-m |make\b)", line):
+                continue
+            following = []
+            for nxt in lines[i + 1:]:
+                if nxt.startswith("$ ") or re.match(r"^\S*python -m |make\b", nxt.strip()):
+                    break
+                following.append(nxt.strip())
+            yield line, transcript, following
+
+
+LAUNCH_CMDS = [c for c in readme_commands() if " -m src.launch" in c[0]]
+OTHER_CMDS = [c for c in readme_commands() if " -m src.launch" not in c[0]]
+
+
+def _launch_args(line: str):
+    try:
+        args = shlex.split(line.split(" -m src.launch", 1)[1])
+    except ValueError:  # an unbalanced quote in the README line
+        pytest.fail(f"README command does not parse as a shell line: {line!r}")
+    if any(a.startswith("<") or a.startswith("[") or "<" in a for a in args):
+        return None  # a usage pattern ([group=option ...], <run>), not a command
+    multirun = any(a in ("--multirun", "-m") for a in args)
+    args = [a for a in args if a not in ("--multirun", "-m")]
+    if any(a.startswith("--") for a in args):
+        return None  # --help, --cfg, --from-snapshot DIR: Hydra/our flags, checked by test_launcher's CLI tests
+    return args, multirun
+
+
+@pytest.mark.parametrize("line, transcript, following", LAUNCH_CMDS, ids=[c[0][-60:] for c in LAUNCH_CMDS])
+def test_readme_launch_command_passes_the_precheck(line, transcript, following, monkeypatch):
+    from src.launch import UsageError, precheck, quote_gpu_counts
+
+    parsed = _launch_args(line)
+    if parsed is None:
+        assert re.search(r"--help|--cfg|--from-snapshot|\[|<", line), line
+        return
+    args, multirun = parsed
+    args = [quote_gpu_counts(a) for a in args]  # what src.launch.main does to argv first
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    shown = next((f[len("error: "):] for f in following if f.startswith("error: ")), None)
+    try:
+        precheck(args, multirun, env)
+    except UsageError as err:
+        assert transcript and shown is not None, f"README command refused: {line!r}: {err}"
+        # the README may elide the middle of a long message with "..."
+        head, *_, tail = shown.split("...") if "..." in shown else (shown, "")
+        assert str(err).startswith(head) and str(err).endswith(tail) and len(str(err)) >= len(head + tail), (
+            f"README shows a different error for {line!r}: {err}")
+        return
+    # accepted by the precheck: an error shown below it must come from a later stage (preflight)
+    if shown is not None:
+        assert "visible" in shown or "GPU" in shown, (line, shown)
+
+
+def _make_targets() -> set[str]:
+    text = (ROOT / "Makefile").read_text(encoding="utf-8")
+    return set(re.findall(r"^([A-Za-z0-9_.-]+)\s*:(?!=)", text, re.M))
+
+
+@pytest.mark.parametrize("line, transcript, following", OTHER_CMDS, ids=[c[0][-60:] for c in OTHER_CMDS])
+def test_readme_other_command_exists(line, transcript, following):
+    if line.startswith("make"):
+        targets = shlex.split(line)[1:]
+        assert targets and set(t for t in targets if "=" not in t) <= _make_targets(), line
+        return
+    module = shlex.split(line.split(" -m ", 1)[1])[0]
+    if not module.startswith("src."):
+        return  # another package's module (verl.model_merger): not ours to run
+    python = ROOT / (".venv-scorer" if module.startswith("src.scorer") else ".venv") / "bin" / "python"
+    res = subprocess.run([str(python), "-m", module, "--help"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0 and res.stdout.strip(), (line, res.stderr[-2000:])
+
+
+# --------------------------------------------------------------------------------------------
+# files named in docs and comments
+
+PATH = re.compile(r"(?<![\w./~$-])((?:src|conf|tests|benches|docs|slurm|sweeps|envs|hydra_plugins)"
+                  r"/[\w./-]*\w\.(?:py|yaml|yml|md|sh|txt|in|json|toml|cfg))\b")
+
+
+def _comment_text(path: Path) -> str:
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if path.suffix in (".yaml", ".yml", ".sh"):
+        return "\n".join(l.split("#", 1)[1] for l in text.splitlines() if "#" in l)
+    out = []
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type == tokenize.COMMENT:
+                out.append(tok.string)
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                out.append(ast.get_docstring(node) or "")
+    except (tokenize.TokenError, SyntaxError):
+        return ""
+    return "\n".join(out)
+
+
+def named_files():
+    for doc in DOCS:
+        for p in PATH.findall(doc.read_text(encoding="utf-8")):
+            yield _rel(doc), p
+    for top in ("src", "conf", "tests", "benches", "slurm", "envs"):
+        for f in sorted((ROOT / top).rglob("*")):
+            if f.suffix in (".py", ".yaml", ".yml", ".sh") and ".cache" not in f.parts and f.is_file():
+                for p in PATH.findall(_comment_text(f)):
+                    yield _rel(f), p
+
+
+def test_files_named_in_docs_and_comments_exist():
+    names = set(named_files())
+    assert len(names) >= 100  # files are named all over the docs and comments
+    missing = sorted({f"{where}: {p}" for where, p in names
+                      if not any(c in p for c in "<>*{}") and not (ROOT / p).exists()
+                      # a git-ignored machine file the user creates from its shipped example
+                      and not (ROOT / (p + ".example")).exists()})
+    assert missing == []
