@@ -139,6 +139,12 @@ def compose_config(overrides: list[str]) -> dict:
     return OmegaConf.to_container(_compose(overrides), resolve=True)
 
 
+def _without_hydra(cfg) -> dict:
+    """compose_config's result from a config composed with return_hydra_config=True."""
+    job = OmegaConf.masked_copy(cfg, [k for k in cfg if k != "hydra"])
+    return OmegaConf.to_container(job, resolve=True)
+
+
 def _is_hydra_override(line: str) -> bool:
     return line.startswith(("hydra.", "hydra/", "+hydra", "~hydra", "++hydra"))
 
@@ -161,8 +167,12 @@ def precheck(overrides: list[str], multirun: bool, environ: dict | None = None) 
             raise UsageError("hydra/launcher=slurm submits only with --multirun (a single run is a sweep of one: "
                              "add --multirun)")
         combos = _combinations(overrides, multirun, sweeper_params)
+        # `base` already holds the job config of a combination made of the fixed overrides alone
+        # (a single run): not composing it again saves a third of a cached dry run
+        fixed_job = [o for o in fixed if not _is_hydra_override(o)]
         for combo in combos:
-            composed = compose_config([o for o in combo if not _is_hydra_override(o)])
+            job = [o for o in combo if not _is_hydra_override(o)]
+            composed = _without_hydra(base) if job == fixed_job else compose_config(job)
             plan = build_plan(composed, run_dir="<run dir>", gpu_memory_gb=_detected_gpu_memory(composed, environ))
             refusal = None if on_slurm else _outside_multi_node_job(plan, composed["dry_run"],
                                                                      ray_cluster.slurm_task(environ))

@@ -123,7 +123,7 @@ def render(plan: RunPlan, command: list[str], verl_config_path: str, console: Co
         ("wandb run name", plan.wandb_run_name, "trainer.experiment_name"),
         ("wandb run id", plan.wandb_run_id, "WANDB_RUN_ID (env): stable per run id"),
         ("run dir", plan.run_dir, "snapshot/, train.log of this launch"),
-        ("verl config", verl_config_path, "validated by verl.utils.config.validate_config"),
+        ("verl config", verl_config_path, "validated by verl.utils.config.validate_config (a pass is reused for the same config and verl: src/verl_cache.py)"),
     ]
     for name, value, note in rows:
         adjusted = any(note.startswith(str(a.intent) + " -> ") for a in plan.adjustments)

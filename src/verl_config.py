@@ -188,7 +188,14 @@ def overrides(plan: RunPlan, cfg: dict) -> list[str]:
 
 
 def compose(override_list: list[str]) -> DictConfig:
-    """verl's ppo_trainer with overrides, composed by Hydra from the installed verl's files."""
+    """verl's ppo_trainer with overrides, composed by Hydra from the installed verl's files (or the
+    same composition remembered by src/verl_cache.py)."""
+    from src import verl_cache
+
+    return verl_cache.composed(override_list, _compose_with_hydra)
+
+
+def _compose_with_hydra(override_list: list[str]) -> DictConfig:
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
     from hydra._internal.utils import create_config_search_path
     from hydra.types import RunMode
@@ -204,7 +211,15 @@ def validate(cfg: DictConfig) -> None:
     """verl's own start-up validation (the same call main_ppo makes), then src/verl_checks.py: what
     validate_config lets through and verl's workers refuse only on the GPU node. verl's warnings
     (e.g. need_critic's "Disabled critic") are shown only when the config passes, so a refusal is
-    the one line of the refusal."""
+    the one line of the refusal. A pass is remembered for the same config, verl and check code
+    (src/verl_cache.py: importing verl is most of a dry run's time)."""
+    from src import verl_cache
+
+    verl_cache.validated(cfg, _run_verl_validation)
+
+
+def _run_verl_validation(cfg: DictConfig) -> list:
+    """Raises on a refusal; returns the warnings verl gave on a pass."""
     import warnings
 
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
@@ -218,8 +233,7 @@ def validate(cfg: DictConfig) -> None:
         # registers grpo_token here as the trainer process will, so verl_checks finds it in verl's registry
         credit_launch.check(cfg)
         verl_checks.run(cfg)
-    for w in caught:
-        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return list(caught)
 
 
 def build(plan: RunPlan, cfg: dict) -> DictConfig:

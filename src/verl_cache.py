@@ -1,0 +1,145 @@
+"""Two pure steps of a launch, remembered: verl's composed config and verl's verdict on it.
+
+Why: of a 13 s dry run on a 2-core machine, 9 s are verl's validate_config importing torch,
+tensordict and transformers (`python -X importtime`), and about 1 s is Hydra composing verl's
+ppo_trainer files. Both are pure functions of their inputs, so each is keyed by all of them and
+reused:
+- composition: the override list + the installed verl (version and install path; its config
+  files ship with it);
+- verdict: the resolved verl config + the installed verl + our own check code (CHECK_CODE).
+Only passes are stored: a refusal re-runs verl and prints verl's own reason every time. The
+warnings verl gave on the pass (need_critic's "Disabled critic", ...) are stored and shown again,
+so a cached run prints the same warnings as an uncached one.
+
+    QE_RL_CACHE_DIR      where entries live (default: $XDG_CACHE_HOME/qe_rl or ~/.cache/qe_rl)
+    QE_RL_VERL_CACHE=0   compose and validate with verl every time (e.g. while editing verl in
+                         place: the key has verl's version and install path, not its file contents)
+"""
+from __future__ import annotations
+
+import builtins
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
+import os
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Callable, Optional
+
+from omegaconf import DictConfig, OmegaConf
+
+ENV_DIR = "QE_RL_CACHE_DIR"
+ENV_SWITCH = "QE_RL_VERL_CACHE"
+# bump when the stored format changes
+FORMAT = 1
+# our code that takes part in the verdict (src/verl_config.py validate): an edit to any of them
+# must re-run verl. Paths relative to the code root.
+CHECK_CODE = ("src/verl_config.py", "src/verl_checks.py", "src/verl_cache.py", "src/rewards/credit/launch.py",
+              "src/rewards/credit/estimator.py")
+_ROOT = Path(__file__).resolve().parent.parent
+
+
+def cache_dir() -> Optional[Path]:
+    """None when the cache is switched off."""
+    if os.environ.get(ENV_SWITCH, "1").strip().lower() in ("0", "off", "false", "no"):
+        return None
+    if os.environ.get(ENV_DIR):
+        return Path(os.environ[ENV_DIR]) / "verl"
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "qe_rl" / "verl"
+
+
+def _verl_identity() -> str:
+    spec = importlib.util.find_spec("verl")  # finds the package without importing it (torch)
+    origin = list(spec.submodule_search_locations)[0] if spec and spec.submodule_search_locations else "?"
+    return f"verl {importlib.metadata.version('verl')} at {origin}"
+
+
+def _hash(kind: str, *parts: bytes) -> str:
+    h = hashlib.sha256(f"{kind} format {FORMAT}\n{_verl_identity()}\n".encode())
+    for part in parts:
+        h.update(part + b"\0")
+    return h.hexdigest()
+
+
+def composition_key(override_list: list[str]) -> str:
+    return _hash("composition", json.dumps(override_list).encode())
+
+
+def verdict_key(cfg: DictConfig) -> str:
+    code = [rel.encode() + b"\0" + (_ROOT / rel).read_bytes() for rel in CHECK_CODE]
+    # resolved, so an interpolation that would resolve differently is a different config
+    body = json.dumps(OmegaConf.to_container(cfg, resolve=True), sort_keys=True, default=str).encode()
+    return _hash("verdict", *code, body)
+
+
+def composed(override_list: list[str], compose: Callable[[list[str]], DictConfig]) -> DictConfig:
+    """verl's composed config for these overrides: from the cache, or `compose` and store it.
+    Stored unresolved (interpolations as verl wrote them), as JSON (a YAML parse of verl's config
+    costs more than composing it), and read back in struct mode, as Hydra returns it."""
+    path = _entry(composition_key(override_list))
+    body = _read(path)
+    if body is not None and isinstance(body.get("config"), dict):
+        cfg = OmegaConf.create(body["config"])
+        OmegaConf.set_struct(cfg, True)
+        return cfg
+    cfg = compose(override_list)
+    _store(path, {"format": FORMAT, "verl": _verl_identity(),
+                  "config": OmegaConf.to_container(cfg, resolve=False)})
+    return cfg
+
+
+def validated(cfg: DictConfig, run_verl: Callable[[DictConfig], list[warnings.WarningMessage]]) -> bool:
+    """Run `run_verl` (which raises on a refusal and returns verl's warnings) unless a pass with the
+    same key is stored; show the warnings either way. Returns True when the verdict was stored."""
+    path = _entry(verdict_key(cfg))
+    body = _read(path)
+    if body is not None and body.get("verdict") == "pass":
+        for w in body["warnings"]:
+            # a library's own Warning subclass is shown as a UserWarning (same text, file and line)
+            category = getattr(builtins, w["category"], UserWarning)
+            if not (isinstance(category, type) and issubclass(category, Warning)):
+                category = UserWarning
+            warnings.warn_explicit(w["message"], category, w["filename"], w["lineno"])
+        return True
+    caught = run_verl(cfg)
+    for w in caught:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    _store(path, {"format": FORMAT, "verl": _verl_identity(), "verdict": "pass",
+                  "warnings": [{"category": w.category.__name__, "message": str(w.message),
+                                "filename": w.filename, "lineno": w.lineno} for w in caught]})
+    return False
+
+
+def _entry(key: str) -> Optional[Path]:
+    folder = cache_dir()
+    return None if folder is None else folder / f"{key}.json"
+
+
+def _read(path: Optional[Path]) -> Optional[dict]:
+    """The entry, or None when absent, switched off or unreadable (then it is computed again and
+    overwritten)."""
+    if path is None or not path.is_file():
+        return None
+    try:
+        body = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return body if isinstance(body, dict) and body.get("format") == FORMAT else None
+
+
+def _store(path: Optional[Path], body: dict) -> None:
+    """Atomic (a reader sees the whole entry or none); a cache that cannot be written is skipped:
+    the launch does not fail for it."""
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(body, f)
+        os.replace(tmp, path)
+    except OSError:
+        pass
