@@ -15,14 +15,17 @@ The three run back to back in each of --rounds rounds and each path reports its 
 on a shared machine other jobs swing single measurements several-fold, and they slow predict()
 more than the service, so loaded rounds would flatter the service. The final ratios compare
 best rounds; the per-round ratios are printed too.
-Checks that (a) returns the scores (c) computes, and ends with `ratio a/b=<x> a/c=<y>`.
+Checks that (a) returns the scores (c) computes, prints the service's batch-size and
+padding-waste distributions and tail_s (below), and ends with `ratio a/b=<x> a/c=<y>`.
 
 VERL LOAD (--load verl): verl's real reward load instead of --clients x 1: --workers client
 processes (verl reward.num_workers), one rollout of P x n trajectories (conf/config.yaml) in
 flight at once, each its own request, arriving in response-length order over --rollout-s (see
-make_rollout for the length stand-in). Reports per round items/s, request p50/p99, tail_s (last
-answer - last request: what a training step waits for), the service's batch-size and
-padding-waste distributions, and ends with
+make_rollout for the length stand-in). Each client process keeps one aiohttp session across
+rounds with the reward client's connection limit (conf/reward_base/default.yaml
+client.max_connections), as src/rewards/client.py does in a reward worker. Reports per round
+items/s, request p50/p99, tail_s (last answer - last request: what a training step waits
+for), the service's batch-size and padding-waste distributions, and ends with
 `verl-load a/b=<x> a/c=<y> mean_batch=<z> tail_s=<t>`; exit 1 if a score differs from (c) by
 more than 1e-5.
 
@@ -73,7 +76,10 @@ def parse_args():
     p.add_argument("--offline-batch-size", type=int, default=32, help="batch size of (c)")
     p.add_argument("--max-wait-ms", type=float, default=None, help="service max_wait_ms")
     p.add_argument("--batch-tokens", type=int, default=None, help="service batch_tokens")
-    p.add_argument("--torch-threads", type=int, default=0, help="service torch threads (0 = default)")
+    p.add_argument("--torch-threads", type=int, default=0,
+                   help="service torch threads per inference thread (0 = the service's default)")
+    p.add_argument("--inference-threads", type=int, default=0,
+                   help="service inference_threads (0 = the service's default: 2 on a CPU)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--load", choices=("clients", "verl"), default="clients",
                    help="clients: --clients x 1 item/request (worst case, the default); verl: "
@@ -111,7 +117,8 @@ def start_service(ckpt: Path, kind: str, args, tmp: Path):
     from src.scorer.config import ModelSpec, ScorerConfig, dump_config
 
     cfg = ScorerConfig(models={"m": ModelSpec(path=str(ckpt), kind=kind)}, device=args.device,
-                       dtype=args.dtype, torch_threads=args.torch_threads)
+                       dtype=args.dtype, torch_threads=args.torch_threads,
+                       inference_threads=args.inference_threads)
     if args.max_wait_ms is not None:
         cfg.max_wait_ms = args.max_wait_ms
     if args.batch_tokens is not None:
@@ -136,21 +143,24 @@ async def run_clients(url: str, items, clients: int):
     results = [None] * len(items)
     next_idx = iter(range(len(items)))
     headers = {"Authorization": f"Bearer {TOKEN}"}
+    sent, answered = [], []
 
     async def client(session):
         for i in next_idx:  # shared iterator: each client takes the next item when it is free
+            sent.append(time.perf_counter())
             async with session.post(f"{url}/score", json={"model": "m", "items": [items[i]]},
                                     headers=headers) as r:
                 body = await r.json()
                 if r.status != 200:
                     raise RuntimeError(f"HTTP {r.status}: {body}")
                 results[i] = body["results"][0]["score"]
+            answered.append(time.perf_counter())
 
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=clients)) as session:
         t0 = time.perf_counter()
         await asyncio.gather(*(client(session) for _ in range(clients)))
         elapsed = time.perf_counter() - t0
-    return results, elapsed
+    return results, elapsed, max(answered) - max(sent)
 
 
 async def get_json(url: str):
@@ -203,11 +213,29 @@ def make_rollout(corpus: Path, n: int, rollout_s: float, workers: int, seed: int
     return out
 
 
-def verl_worker(url: str, jobs, t_start: float):
+def client_max_connections() -> int:
+    """The reward client's connection pool per worker (conf/reward_base/default.yaml client)."""
+    import yaml
+
+    path = REPO / "conf" / "reward_base" / "default.yaml"
+    return int(yaml.safe_load(path.read_text(encoding="utf-8"))["client"]["max_connections"])
+
+
+_WORKER: dict = {}  # per client process: its event loop and aiohttp session, kept across rounds
+
+
+def verl_worker(url: str, jobs, t_start: float, max_connections: int):
     """One reward-loop worker: every trajectory is its own request, all in flight at once on one
     event loop (verl's RewardLoopWorker serves concurrent compute_score calls). Runs in its own
-    process; returns (index, score, sent, answered) per trajectory, wall-clock times."""
+    process and keeps one aiohttp session (a pool of `max_connections` keep-alive connections)
+    across rounds, as src/rewards/client.py does per worker process; returns (index, score,
+    sent, answered) per trajectory, wall-clock times."""
     import aiohttp
+
+    if "loop" not in _WORKER:
+        _WORKER["loop"] = asyncio.new_event_loop()
+    loop = _WORKER["loop"]
+    asyncio.set_event_loop(loop)
 
     async def one(session, idx, item, offset):
         await asyncio.sleep(max(0.0, t_start + offset - time.time()))
@@ -220,10 +248,14 @@ def verl_worker(url: str, jobs, t_start: float):
         return idx, body["results"][0]["score"], sent, time.time()
 
     async def run():
-        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
-            return await asyncio.gather(*(one(session, *j) for j in jobs))
+        if _WORKER.get("url") != url:
+            _WORKER["url"] = url
+            _WORKER["session"] = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=max_connections))
+        session = _WORKER["session"]
+        return await asyncio.gather(*(one(session, *j) for j in jobs))
 
-    return asyncio.run(run())
+    return loop.run_until_complete(run())
 
 
 def run_verl_round(pool, url: str, rollout, workers: int):
@@ -231,7 +263,8 @@ def run_verl_round(pool, url: str, rollout, workers: int):
     per_worker = [[] for _ in range(workers)]
     for i, (item, offset, w) in enumerate(rollout):
         per_worker[w].append((i, item, offset))
-    done = pool.starmap(verl_worker, [(url, jobs, t_start) for jobs in per_worker])
+    conns = client_max_connections()
+    done = pool.starmap(verl_worker, [(url, jobs, t_start, conns) for jobs in per_worker])
     rows = sorted(r for chunk in done for r in chunk)
     scores = [r[1] for r in rows]
     sent = [r[2] for r in rows]
@@ -253,11 +286,12 @@ def main_verl(args, ckpt: Path, kind: str, corpus: Path) -> int:
     import torch
 
     if args.batch_tokens is None and args.device == "cpu":
-        # Tuned on this 2-core CPU (length-sorted batches straight through ModelRunner.run,
-        # xcomet-small, this rollout): 373 items/s at 8-16 items (~1.3k tokens), 344 at 32,
-        # 303 at 64, 79 at 128. The service's 16384 default is sized for a GPU, where a batch of
-        # 16 would leave it idle; on CPU it lets batches reach ~190 items. Pass --batch-tokens to
-        # override.
+        # Tuned on a 2-core CPU (this rollout's items, length-sorted, cut by token budget,
+        # straight through ModelRunner.run on 2 threads of 1 core each, as the service runs
+        # them): budget 512 -> 361 items/s, 1024 -> 415, 2048 -> 394, 4096 -> 345; one thread
+        # of 2 cores: 373 items/s at 8-16 items, 79 at 128. The service's 16384 default is sized
+        # for a GPU, where a batch of 16 would leave it idle; on CPU it lets batches reach ~190
+        # items. Pass --batch-tokens to override.
         args.batch_tokens = CPU_BATCH_TOKENS
     n = rollout_size(args)
     rollout = make_rollout(corpus, n, args.rollout_s, args.workers, args.seed)
@@ -268,6 +302,9 @@ def main_verl(args, ckpt: Path, kind: str, corpus: Path) -> int:
                       "workers": args.workers, "rollout_s": args.rollout_s,
                       "b_items": len(b_items), "rounds": args.rounds, "device": args.device,
                       "dtype": args.dtype, "torch_threads": torch.get_num_threads(),
+                      "service_batch_tokens": args.batch_tokens,
+                      "service_inference_threads": args.inference_threads or "auto",
+                      "client_max_connections": client_max_connections(),
                       "cpus": os.cpu_count(),
                       "loadavg_start": [round(x, 2) for x in os.getloadavg()]}))
     rounds = []
@@ -389,15 +426,18 @@ def main() -> int:
             asyncio.run(run_clients(url, warm, args.clients))  # warm-up all three paths
             model.predict(warm[:2], batch_size=1, **predict_kwargs(args))
             time_offline(model, warm, args)
+            before = asyncio.run(get_json(url + "/metrics"))
+            tails = []
             for r in range(args.rounds):
-                a_scores, t = asyncio.run(run_clients(url, items, args.clients))
+                a_scores, t, tail = asyncio.run(run_clients(url, items, args.clients))
                 times["a"].append(t)
+                tails.append(tail)
                 c_scores, t = time_offline(model, items, args)
                 times["c"].append(t)
                 times["b"].append(time_per_request(model, b_items, args))
                 print(f"round {r + 1}: a {len(items) / times['a'][-1]:.1f}  "
                       f"b {len(b_items) / times['b'][-1]:.1f}  c {len(items) / times['c'][-1]:.1f} "
-                      f"items/s", flush=True)
+                      f"items/s  tail_s {tail:.3f}  loadavg {os.getloadavg()[0]:.2f}", flush=True)
             metrics = asyncio.run(get_json(url + "/metrics"))
         finally:
             proc.send_signal(signal.SIGTERM)
@@ -413,6 +453,11 @@ def main() -> int:
           f"{metrics['request_latency_ms']['p50']:.1f} ms, p99 {metrics['request_latency_ms']['p99']:.1f} ms)")
     print(f"             (b) comet.predict per request:              {b:8.1f} items/s")
     print(f"             (c) comet.predict offline, batch {args.offline_batch_size}:         {c:8.1f} items/s")
+    print(f"service batches ({metrics['batches'] - before['batches']} in the timed rounds; "
+          f"distributions over the last {metrics['batch_size']['n']} batches incl. warm-up): size "
+          f"{dist(metrics['batch_size'])}; padding waste {dist(metrics['padding_waste'])}; "
+          f"tail_s (last request -> last answer) of the best round "
+          f"{tails[times['a'].index(min(times['a']))]:.3f}")
     diff = max(abs(x - y) for x, y in zip(a_scores, c_scores))
     print(f"max |score(a) - score(c)| = {diff:.2e}; "
           f"loadavg end {[round(x, 2) for x in os.getloadavg()]}")

@@ -83,13 +83,17 @@ class ScorerConfig:
     max_queue: int = 8192  # queued items (all models); beyond it /score answers 503
     max_body_bytes: int = 8 * 1024 * 1024
     max_items_per_request: int = 2048
-    torch_threads: int = 0  # 0 = torch's default
+    # Batches computed at once, each on its own thread (the model's weights are shared).
+    # 0 = auto: 1 on a GPU, 2 on a CPU with at least 2 cores (docs/scorer-api.md)
+    inference_threads: int = 0
+    torch_threads: int = 0  # 0 = torch's default; on CPU divided among the inference threads
     drain_timeout_s: float = 10.0  # on SIGTERM: time to finish queued work before exiting
 
 
 _INT_FIELDS = {"port": (0, 65535), "batch_tokens": (1, None), "max_batch_items": (1, None),
                "max_queue": (1, None), "max_body_bytes": (1024, None),
-               "max_items_per_request": (1, None), "torch_threads": (0, None)}
+               "max_items_per_request": (1, None), "torch_threads": (0, None),
+               "inference_threads": (0, 64)}
 _FLOAT_FIELDS = {"max_wait_ms": (0.0, 60_000.0), "drain_timeout_s": (0.0, 3600.0)}
 
 

@@ -16,6 +16,8 @@ confidence = mean probability of the chosen labels, MQM weights and cap.
 """
 from __future__ import annotations
 
+import copy
+import threading
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import torch
@@ -108,21 +110,30 @@ class FixedDecoder:
     Installed on a model instance (`model.decode = FixedDecoder(model)`), so comet's own
     predict_step (and comet.predict) use it, and XCOMET's MQM and final score follow the fixed
     spans. It keeps the last probabilities it saw (`last_probs`, CPU float, [B, S, n_labels])
-    because word tags from probabilities need exactly the mixture predict_step computed."""
+    because word tags from probabilities need exactly the mixture predict_step computed; they
+    are kept per thread, because the service may compute batches on several threads at once.
+    Span texts come from a private copy of the tokenizer: the model's own one is used (under a
+    lock) by whichever thread prepares a batch, and comet changes its padding settings on every
+    batch."""
 
     def __init__(self, model) -> None:
         self.model = model
-        tok = model.encoder.tokenizer
+        tok = copy.deepcopy(model.encoder.tokenizer)
         self.tokenizer = tok
         self.special_ids = structural_ids(tok)
         self.blank_ids = blank_token_ids(tok)
         self.ids_to_label = dict(model.label_encoder.ids_to_label)
-        self.last_probs: Optional[torch.Tensor] = None
+        self._local = threading.local()
+
+    @property
+    def last_probs(self) -> Optional[torch.Tensor]:
+        """The probabilities of the last batch this thread decoded."""
+        return getattr(self._local, "probs", None)
 
     def __call__(self, subword_probs: torch.Tensor, input_ids: torch.Tensor, mt_offsets) -> List[List[Dict]]:
         probs = subword_probs.detach().float().cpu()  # fix 3: one transfer per batch
         ids = input_ids.detach().cpu()
-        self.last_probs = probs
+        self._local.probs = probs
         labels, conf = labels_from_probs(probs, self.model.decoding_threshold)
         labels, conf, ids = labels.tolist(), conf.tolist(), ids.tolist()
         out = []

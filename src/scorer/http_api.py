@@ -102,7 +102,7 @@ async def handle_score(request: web.Request) -> web.Response:
     except ShuttingDown:
         return json_error(503, "shutting down", {"Retry-After": "1"})
     try:
-        scored = await asyncio.gather(*futures)
+        scored = [await futures[0]] if len(futures) == 1 else await asyncio.gather(*futures)
     except BatchFailed as e:
         return json_error(500, f"scoring failed: {e}")
     except ShuttingDown:

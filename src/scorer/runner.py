@@ -5,13 +5,21 @@ moved to the GPU and back each time), the model stays on its device and each bat
 through comet's own `prepare_for_inference` + `predict_step` under `torch.inference_mode()`:
 the same code path predict() runs per batch, so scores match it.
 
-`run` is only ever called from the service's single inference thread; `measure` runs on the
-event loop with its own copy of the tokenizer backend, so the two never share tokenizer state.
+A batch goes through two steps: `prepare` (comet's tokenisation and collation, CPU tensors)
+and `compute` (forward pass, span decoding, results). On a GPU the service runs `prepare` on a
+thread of its own, so the next batch is tokenised while the current one computes; on a CPU two
+inference threads each run both steps for their own batch (docs/scorer-api.md "How it works").
+The model's tokenizer is used under a lock (comet changes its padding settings on every batch);
+nothing in `compute` touches it: the span decoder has its own copy, and its per-batch
+probabilities are kept per thread. `measure` runs on the event loop with a third copy (the raw
+backend), so no two threads ever share tokenizer state.
 """
 from __future__ import annotations
 
 import contextlib
 import math
+import threading
+from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -32,6 +40,15 @@ def _to_device(obj, device: torch.device):
     if isinstance(obj, tuple):
         return tuple(_to_device(v, device) for v in obj)
     return obj
+
+
+@dataclass
+class PreparedBatch:
+    """A batch after `ModelRunner.prepare`: the items and comet's collated CPU tensors."""
+    items: Sequence[Item]
+    options: Sequence[ItemOptions]
+    measures: Sequence[Measure]
+    cpu_batch: object
 
 
 class ModelRunner:
@@ -74,6 +91,7 @@ class ModelRunner:
         # race with (or change) the state of the tokenizer the inference thread uses.
         from tokenizers import Tokenizer
 
+        self._prepare_lock = threading.Lock()
         self._measure_tok = Tokenizer.from_str(tok.backend_tokenizer.to_str())
         self._measure_tok.no_truncation()
         self._measure_tok.no_padding()
@@ -94,11 +112,16 @@ class ModelRunner:
     def measure(self, items: Sequence[Item]) -> List[Measure]:
         if not items:
             return []
+        n = len(items)
         with_ref = [self.accepts_ref and it.ref is not None for it in items]
-        mt = self._lengths([it.mt for it in items])
-        src = self._lengths([it.src for it in items]) if self.uses_src else [0] * len(items)
-        refs = [it.ref for it, r in zip(items, with_ref) if r]
-        ref_iter = iter(self._lengths(refs) if refs else [])
+        texts = [it.mt for it in items]
+        if self.uses_src:
+            texts += [it.src for it in items]
+        texts += [it.ref for it, r in zip(items, with_ref) if r]
+        lengths = self._lengths(texts)  # one call for every segment of the request
+        mt = lengths[:n]
+        src = lengths[n:2 * n] if self.uses_src else [0] * n
+        ref_iter = iter(lengths[2 * n if self.uses_src else n:])
         ref = [next(ref_iter) if r else 0 for r in with_ref]
         out = []
         for i in range(len(items)):
@@ -140,12 +163,25 @@ class ModelRunner:
             out.append(s)
         return out
 
+    def prepare(self, items: Sequence[Item], options: Sequence[ItemOptions],
+                measures: Sequence[Measure]) -> PreparedBatch:
+        """comet's own tokenisation + collation of one batch (CPU tensors). All items must agree
+        on whether a reference is used (the batcher keeps them apart): comet builds one input
+        layout per batch."""
+        with self._prepare_lock:  # the tokenizer's settings are not thread-safe
+            cpu_batch = self.model.prepare_for_inference(self._samples(items))
+        return PreparedBatch(items, options, measures, cpu_batch)
+
     def run(self, items: Sequence[Item], options: Sequence[ItemOptions],
             measures: Sequence[Measure]) -> List[Dict]:
-        """Scores one batch. All items must agree on whether a reference is used (the
-        batcher keeps them apart): comet builds one input layout per batch."""
-        samples = self._samples(items)
-        cpu_batch = self.model.prepare_for_inference(samples)
+        """Scores one batch: `prepare` then `compute`."""
+        return self.compute(self.prepare(items, options, measures))
+
+    def compute(self, prepared: PreparedBatch) -> List[Dict]:
+        """Forward pass, comet's predict_step (with the fixed span decoding), results. Safe to
+        call from several threads at once (CPU); the model's weights are only read."""
+        items, options, measures = prepared.items, prepared.options, prepared.measures
+        cpu_batch = prepared.cpu_batch
         batch = cpu_batch if self.device.type == "cpu" else _to_device(cpu_batch, self.device)
         with torch.inference_mode(), self._autocast():
             pred = self.model.predict_step(batch)

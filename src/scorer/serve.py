@@ -110,14 +110,30 @@ def remove_ready_file(path: Optional[str]) -> None:
         pass
 
 
+def inference_threads(cfg: ScorerConfig) -> int:
+    """Batches computed at once: the config's, or 1 on a GPU (one device, and the memory plan
+    sizes one batch of activations), 2 on a CPU with at least 2 cores."""
+    if cfg.inference_threads:
+        return cfg.inference_threads
+    if cfg.device.startswith("cuda"):
+        return 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return 2 if (cores or 1) >= 2 else 1
+
+
 def load_runners(cfg: ScorerConfig, ckpts: Dict[str, Path]):
     import torch
 
     from .loading import load_comet_model
     from .runner import ModelRunner
 
+    threads = inference_threads(cfg)
     if cfg.torch_threads:
         torch.set_num_threads(cfg.torch_threads)
+    elif not cfg.device.startswith("cuda") and threads > 1:
+        # CPU: the inference threads share the cores (2 single-threaded forwards beat one
+        # forward on 2 threads for batches of this size: benches/RESULTS.md "Scorer")
+        torch.set_num_threads(max(1, torch.get_num_threads() // threads))
     if cfg.device.startswith("cuda"):
         if not torch.cuda.is_available():
             raise StartupError(f"device {cfg.device} requested but torch sees no CUDA device "
@@ -157,12 +173,18 @@ async def serve(cfg: ScorerConfig, token: bytes, runners, sock: socket.socket,
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    # One inference thread for all models: they share the device, and comet models are not
-    # meant to run concurrently; the event loop stays free for HTTP and batching meanwhile.
-    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scorer-infer")
+    # Inference threads shared by all models; the event loop stays free for HTTP and batching.
+    # GPU: one (the models share the device, the memory plan sizes one batch), plus a thread
+    # that tokenises and collates the next batch on the CPU while the GPU computes. CPU: two
+    # threads that each prepare and compute their own batch, so one's tokenisation overlaps
+    # the other's forward (a separate preparation thread measured slower there).
+    threads = inference_threads(cfg)
+    executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="scorer-infer")
+    prep = (ThreadPoolExecutor(max_workers=1, thread_name_prefix="scorer-prep")
+            if cfg.device.startswith("cuda") else None)
     metrics = Metrics()
     batcher = Batcher(runners, executor, metrics, cfg.batch_tokens, cfg.max_batch_items,
-                      cfg.max_wait_ms, cfg.max_queue)
+                      cfg.max_wait_ms, cfg.max_queue, concurrency=threads, prep_executor=prep)
     batcher.start()
     state = ServiceState(token=token, cfg=cfg, runners=runners, batcher=batcher, metrics=metrics,
                          peak_gpu_bytes=_peak_gpu_fn(cfg.device))
@@ -188,6 +210,8 @@ async def serve(cfg: ScorerConfig, token: bytes, runners, sock: socket.socket,
         await batcher.drain(cfg.drain_timeout_s)
         await app_runner.cleanup()
         executor.shutdown(wait=True, cancel_futures=True)
+        if prep is not None:
+            prep.shutdown(wait=True, cancel_futures=True)
         log.info("stopped")
 
 

@@ -20,6 +20,7 @@ _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002fff
 _NON_SPACE = re.compile(r"\S+")
 
 _lock = threading.Lock()
+_mecab_lock = threading.Lock()  # one MeCab tagger, and batches may be decoded on 2 threads
 _jieba = None
 _mecab = None
 
@@ -82,8 +83,10 @@ def _zh_words(text: str) -> List[Offset]:
 def _ja_words(text: str) -> List[Offset]:
     out: List[Offset] = []
     pos = 0
-    for node in _get_mecab()(text):
-        surface = node.surface
+    tagger = _get_mecab()
+    with _mecab_lock:
+        surfaces = [node.surface for node in tagger(text)]
+    for surface in surfaces:
         if not surface.strip():
             continue
         start = text.find(surface, pos)

@@ -204,10 +204,12 @@ def stop_service(svc: Service, sig=signal.SIGTERM, timeout: float = 60.0) -> int
 @pytest.fixture(scope="session")
 def service(tiny_dir, tmp_path_factory):
     """All tiny models behind one service. Small queue and request limits so the 503 and 413
-    paths are reachable; SIGINT at the end must be a clean exit."""
+    paths are reachable; SIGINT at the end must be a clean exit. Two inference threads, as on
+    any CPU with 2 cores or more, so every service test (the concurrency test's scores against
+    predict included) runs batches on two threads at once even on a 1-core machine."""
     d = tmp_path_factory.mktemp("service")
     cfg = write_config(d / "scorer.yaml", tiny_dir, max_queue=64, max_items_per_request=100,
-                       max_body_bytes=256 * 1024, max_wait_ms=3.0)
+                       max_body_bytes=256 * 1024, max_wait_ms=3.0, inference_threads=2)
     svc = start_service(cfg, d / "ready.json")
     yield svc
     rc = stop_service(svc, signal.SIGINT)

@@ -185,3 +185,160 @@ def test_batches_report_their_padding_waste_in_metrics():
     assert batches == [2]
     assert snap["padding_waste"]["n"] == 1
     assert snap["padding_waste"]["max"] == pytest.approx(1 - 40 / 60)
+
+
+# ---------------------------------------------------------------------------------------------
+# The batch pipeline: several batches computing at once (CPU), the next batch prepared while
+# one computes (GPU). No timings: events and barriers show the overlap.
+
+class SplitRunner(EchoRunner):
+    """prepare/compute like ModelRunner; compute can be made to wait for a condition."""
+
+    def __init__(self, compute_waits_for=None):
+        super().__init__()
+        self.lock = threading.Lock()
+        self.prepared = []
+        self.running = 0
+        self.max_running = 0
+        self.compute_waits_for = compute_waits_for  # callable(batch values) -> None, may raise
+        self.fail_prepare = False
+
+    def prepare(self, items, options, measures):
+        if self.fail_prepare:
+            self.fail_prepare = False
+            raise ValueError("bad tokens")
+        with self.lock:
+            self.prepared.append([it.mt for it in items])
+        return items
+
+    def run(self, items, options, measures):  # as ModelRunner.run: both steps on one thread
+        return self.compute(self.prepare(items, options, measures))
+
+    def compute(self, items):
+        with self.lock:
+            self.running += 1
+            self.max_running = max(self.max_running, self.running)
+        try:
+            if self.compute_waits_for is not None:
+                self.compute_waits_for([it.mt for it in items])
+            with self.lock:
+                self.batches.append(len(items))
+            return [{"score": float(it.mt)} for it in items]
+        finally:
+            with self.lock:
+                self.running -= 1
+
+
+def make_pipeline(runner, concurrency=1, prep=False, **kw):
+    args = dict(batch_tokens=1000, max_batch_items=1, max_wait_ms=1.0, max_queue=100) | kw
+    return Batcher({"m": runner}, ThreadPoolExecutor(concurrency), Metrics(), **args,
+                   concurrency=concurrency, prep_executor=ThreadPoolExecutor(1) if prep else None)
+
+
+def test_two_batches_compute_at_the_same_time():
+    barrier = threading.Barrier(2, timeout=10)  # breaks unless two computes meet inside it
+    runner = SplitRunner(compute_waits_for=lambda values: barrier.wait())
+
+    async def main():
+        b = make_pipeline(runner, concurrency=2)
+        b.start()
+        answers = await asyncio.gather(*submit(b, [1, 2]))  # max_batch_items=1: two batches
+        await b.drain(5)
+        return answers
+
+    assert [a["score"] for a in asyncio.run(main())] == [1.0, 2.0]
+    assert runner.max_running == 2 and runner.batches == [1, 1]
+
+
+def test_next_batch_is_prepared_while_one_computes():
+    def first_waits_for_second_prepared(values):
+        if values == ["1"]:
+            deadline = threading.Event()
+            for _ in range(1000):
+                with runner.lock:
+                    if ["2"] in runner.prepared:
+                        return
+                deadline.wait(0.01)
+            raise AssertionError("batch 2 was not prepared while batch 1 computed")
+
+    runner = SplitRunner(compute_waits_for=first_waits_for_second_prepared)
+
+    async def main():
+        b = make_pipeline(runner, concurrency=1, prep=True)
+        b.start()
+        answers = await asyncio.gather(*submit(b, [1, 2, 3]))
+        await b.drain(5)
+        return answers
+
+    assert [a["score"] for a in asyncio.run(main())] == [1.0, 2.0, 3.0]
+    assert runner.max_running == 1  # one batch computes at a time on a GPU
+
+
+def test_batches_in_flight_never_exceed_the_threads():
+    import time
+
+    runner = SplitRunner(compute_waits_for=lambda values: time.sleep(0.005))
+
+    async def main():
+        b = make_pipeline(runner, concurrency=2)
+        b.start()
+        reqs = [submit(b, [i]) for i in range(30)]
+        answers = [await asyncio.gather(*f) for f in reqs]
+        await b.drain(5)
+        return answers
+
+    answers = asyncio.run(main())
+    assert [a[0]["score"] for a in answers] == [float(i) for i in range(30)]
+    assert runner.max_running == 2 and sum(runner.batches) == 30
+
+
+def test_failed_preparation_fails_its_requests_only():
+    runner = SplitRunner()
+    runner.fail_prepare = True
+
+    async def main():
+        b = make_pipeline(runner, concurrency=1, prep=True)
+        b.start()
+        with pytest.raises(BatchFailed, match="bad tokens"):
+            await asyncio.gather(*submit(b, [1]))
+        assert [r["score"] for r in await asyncio.gather(*submit(b, [2]))] == [2.0]
+        await b.drain(5)
+        return b
+
+    assert asyncio.run(main()).metrics.batch_failures == 1
+
+
+def test_drain_waits_for_batches_still_computing():
+    gate = threading.Event()
+    runner = SplitRunner(compute_waits_for=lambda values: gate.wait(10))
+
+    async def main():
+        b = make_pipeline(runner, concurrency=2)
+        b.start()
+        futs = submit(b, [1, 2, 3])
+        await asyncio.sleep(0.05)  # two batches computing, one queued
+        threading.Timer(0.1, gate.set).start()
+        await asyncio.wait_for(b.drain(5), 3)
+        return [f.result()["score"] for f in futs]
+
+    assert asyncio.run(main()) == [1.0, 2.0, 3.0]
+
+
+@pytest.mark.parametrize("concurrency, prep, expected", [(2, False, [4, 4]), (1, False, [8]),
+                                                         (1, True, [8])])
+def test_idle_threads_share_a_short_queue(concurrency, prep, expected):
+    """CPU (2 inference threads): 8 queued jobs and both threads idle -> two batches of 4, one
+    per core, instead of 8 on one thread while the other idles. GPU (one thread, with or
+    without the preparation thread): one batch of 8."""
+    runner = SplitRunner()
+
+    async def main():
+        b = make_pipeline(runner, concurrency=concurrency, prep=prep, max_batch_items=16,
+                          max_wait_ms=50.0)
+        b.start()
+        answers = await asyncio.gather(*submit(b, range(8)))
+        await b.drain(5)
+        return answers
+
+    assert [a["score"] for a in asyncio.run(main())] == [float(i) for i in range(8)]
+    assert sorted(runner.batches) == expected

@@ -27,7 +27,7 @@ def test_round_trip(tmp_path):
                 "da": ModelSpec(path="/m/da", kind="comet-da", empty_mt_score=-1.0)},
         host="0.0.0.0", port=8123, device="cuda:1", dtype="bf16", batch_tokens=4096,
         max_batch_items=64, max_wait_ms=2.5, max_queue=100, max_body_bytes=65536,
-        max_items_per_request=10, torch_threads=4, drain_timeout_s=3.0)
+        max_items_per_request=10, torch_threads=4, inference_threads=3, drain_timeout_s=3.0)
     dump_config(cfg, tmp_path / "s.yaml")
     assert load_config(tmp_path / "s.yaml") == cfg
     assert yaml.safe_load((tmp_path / "s.yaml").read_text()) == to_dict(cfg)
@@ -39,6 +39,21 @@ def test_kind_capabilities_known_without_loading():
     assert ModelSpec("/x", "xcomet").word_level and ModelSpec("/x", "unified").word_level
     assert not ModelSpec("/x", "cometkiwi").word_level
     assert set(KINDS) == {"comet-da", "referenceless", "cometkiwi", "unified", "xcomet"}
+
+
+def test_inference_threads_one_on_a_gpu_two_on_a_cpu(monkeypatch):
+    import os
+
+    from src.scorer.serve import inference_threads
+
+    m = {"m": ModelSpec("/x", "xcomet")}
+    assert inference_threads(ScorerConfig(models=m, device="cuda")) == 1
+    assert inference_threads(ScorerConfig(models=m, device="cuda:1", inference_threads=2)) == 2
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    assert inference_threads(ScorerConfig(models=m, device="cpu")) == 2
+    assert inference_threads(ScorerConfig(models=m, device="cpu", inference_threads=1)) == 1
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    assert inference_threads(ScorerConfig(models=m, device="cpu")) == 1
 
 
 GOOD_MODEL = {"path": "/x", "kind": "xcomet"}
@@ -55,6 +70,8 @@ GOOD_MODEL = {"path": "/x", "kind": "xcomet"}
     ({"models": {"m": GOOD_MODEL}, "device": "gpu"}, "device must be cpu, cuda or cuda:N"),
     ({"models": {"m": GOOD_MODEL}, "dtype": "float16"}, "dtype must be one of fp32, bf16, fp16"),
     ({"models": {"m": GOOD_MODEL}, "batch_tokens": 0}, "batch_tokens must be >= 1"),
+    ({"models": {"m": GOOD_MODEL}, "inference_threads": -1}, "inference_threads must be in [0, 64]"),
+    ({"models": {"m": GOOD_MODEL}, "inference_threads": 1.5}, "inference_threads must be an integer"),
     ({"models": {"m": GOOD_MODEL}, "max_wait_ms": float("nan")}, "max_wait_ms must be a number"),
     ({"models": {"m": GOOD_MODEL}, "host": ""}, "host must be a non-empty string"),
     ({"models": {"bad name": GOOD_MODEL}}, "model name 'bad name'"),

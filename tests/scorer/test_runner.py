@@ -155,6 +155,39 @@ def test_word_tags_from_probabilities(runners):
         assert w["tag"] == ("BAD" if w["p_bad"] > 0.5 else "OK")
 
 
+def _same(a, b):
+    """Results equal, floats within 1e-6 (MKL may split a matmul differently under load)."""
+    if isinstance(a, float) or isinstance(b, float):
+        return a is not None and b is not None and abs(a - b) <= 1e-6
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+@pytest.mark.parametrize("fixture, with_ref", [("unified-wl", True), ("xcomet", False)])
+def test_two_threads_on_one_model_give_the_sequential_results(runners, corpus, fixture, with_ref):
+    """The CPU service computes two batches at once on one shared model (and may prepare one
+    while another computes): the results equal one batch at a time, word tags from
+    probabilities included (the decoder keeps each thread's probabilities apart)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    runner = runners[fixture]
+    items = [Item(**s) for s in sample_items(corpus, 48, with_ref, seed=11)]
+    chunks = [items[i:i + 6] for i in range(0, len(items), 6)]
+    opts = ItemOptions(want=frozenset({"spans", "word_tags"}), word_tag_source="probs")
+
+    def score(chunk):
+        return runner.compute(runner.prepare(chunk, [opts] * len(chunk), runner.measure(chunk)))
+
+    sequential = [score(c) for c in chunks]
+    assert any(w["tag"] == "BAD" for r in sequential for g in r for w in g["word_tags"])
+    with ThreadPoolExecutor(3) as pool:
+        for _ in range(3):
+            assert _same(list(pool.map(score, chunks)), sequential)
+
+
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 @pytest.mark.parametrize("fixture", list(KINDS))
 def test_16bit_autocast_runs_every_kind(tiny_dir, runners, corpus, fixture, dtype):
