@@ -6,7 +6,7 @@ torch.distributed._tools.mem_tracker.MemTracker, which counts every tensor's byt
 allocator would see them (peak over the whole forward / step). A CPU torch build refuses fake
 CUDA tensors, so the fake tensors live on "cpu": byte counts per tensor are the same as on CUDA.
 What this cannot see (CUDA context, cuBLAS workspaces, allocator rounding/fragmentation, NCCL
-buffers, vLLM's own overhead) is not in these numbers; src/memory_plan.py adds those from
+buffers, vLLM's own overhead) is not in these numbers; src/plan/memory.py adds those from
 published figures.
 
   scorer (scorer env):  .venv-scorer/bin/python benches/memory.py scorer
@@ -14,7 +14,7 @@ published figures.
   rollout (train env):  .venv/bin/python benches/memory.py rollout    # vLLM's profile-run peak
 
 Each prints a markdown table (benches/RESULTS.md, "Memory (issue 12)") and, with --json, the
-rows src/memory_measured.py holds.
+rows src/plan/memory_measured.py holds.
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ validating all 24 reward x algo x gpus combinations in one process.
 
     .venv/bin/python benches/plan.py [--repeats 5]
 
-The dry run is timed with an empty verl cache first (src/verl_cache.py: composition and verdict
+The dry run is timed with an empty verl cache first (src/verl_config/cache.py: composition and verdict
 computed by verl), then --repeats times as a user's later launches run (the cache filled by the
 first). The 24 combinations run with an empty cache, as the tests do.
 Targets (issue 13, 2-core machine): dry-run median <= 3 s, 24 combinations <= 60 s.
@@ -41,11 +41,11 @@ def all_combinations_seconds() -> float:
     code = """
 import itertools, sys, time
 t0 = time.perf_counter()
-from src.launch import compose_config
+from src.config import compose_config
 from src.plan import build_plan
 from src import verl_config
 for r, a, g in itertools.product(['comet', 'xcomet_xl', 'word_qe'], ['grpo', 'dapo'], ['2', '3', '4', '8']):
-    cfg = compose_config([f'reward={r}', f'algo={a}', f"gpus='{g}'"])
+    cfg = compose_config([f'reward={r}', f'algo={a}', f"gpus={g}"])
     verl_config.build(build_plan(cfg, run_dir='r'), cfg)
 print(time.perf_counter() - t0)
 """

@@ -13,7 +13,7 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "offline")
-# verl's composition and verdict cache (src/verl_cache.py): a fresh one per test session, so no
+# verl's composition and verdict cache (src/verl_config/cache.py): a fresh one per test session, so no
 # verdict from a user's ~/.cache (or an earlier code version) decides a test; within the session a
 # config verl passed once is reused, as on a user's second launch
 os.environ.setdefault("QE_RL_CACHE_DIR", tempfile.mkdtemp(prefix="qe_rl_test_cache-"))

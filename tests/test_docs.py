@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import io
+import itertools
 import os
 import re
 import shlex
@@ -46,7 +47,7 @@ def without_fences(text: str) -> str:
 
 @lru_cache(maxsize=None)
 def composed() -> dict:
-    from src.launch import compose_config
+    from src.config import compose_config
 
     return compose_config([])
 
@@ -63,12 +64,12 @@ def groups() -> dict[str, list[str]]:
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    from src.launch import CONF_DIR
+    from src.config import CONF_DIR
 
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         loader = GlobalHydra.instance().config_loader()
         out = {}
-        for g in ("model", "data", "reward", "reward_base", "algo", "gpus", "scorer", "paths", "logger",
+        for g in ("model", "data", "reward", "reward_base", "algo", "scorer", "paths", "logger",
                   "experiment", "accelerator", "hydra/launcher", "local"):
             out[g] = loader.get_group_options(g)
     return out
@@ -83,11 +84,11 @@ def _select(cfg, key: str):
 
 @lru_cache(maxsize=None)
 def _composes(override: str) -> bool:
-    """Options served by a plugin rather than a file (gpus=N: hydra_plugins/qe_rl/gpu_count_source.py)."""
-    from src.launch import compose_config, quote_gpu_counts
+    """A top-level key's value composes (the schema types it: gpus=6 does, gpus=six does not)."""
+    from src.config import compose_config
 
     try:
-        compose_config([quote_gpu_counts(override)])
+        compose_config([override])
     except Exception:
         return False
     return True
@@ -104,11 +105,17 @@ def key_problem(token: str) -> str | None:
     if key.startswith("verl."):
         return None if _select(verl_defaults(), key[5:]) is not _MISSING else f"verl has no key {key[5:]}"
     if "." not in key:
-        if value is None or first not in groups():
-            return None  # a bare name, or a top-level scalar such as seed=2 or dry_run=true
+        if value is None:
+            return None  # a bare name
         opts = [o.strip("'\"") for o in value.split(",") if o]
-        bad = [o for o in opts if o not in groups()[first] and not _composes(f"{first}={o}")]
-        return f"{first} has no option {', '.join(bad)}" if bad else None
+        if first in groups():
+            bad = [o for o in opts if o not in groups()[first]]
+            return f"{first} has no option {', '.join(bad)}" if bad else None
+        if first in composed():  # a top-level scalar such as seed=2, gpus=2,4 or dry_run=true
+            # gpus=N, nodes=K: placeholders in prose
+            bad = [o for o in opts if not o.isupper() and not _composes(f"{first}={o}")]
+            return f"{first}={','.join(bad)} is not a valid value" if bad else None
+        return None
     if first in composed():
         if _select(composed(), key) is not _MISSING:
             return None
@@ -144,7 +151,8 @@ def test_key_check_can_fail():
     assert key_problem("scorer.placemnt=shared") == "no config key scorer.placemnt"
     assert key_problem("+verl.actor_rollout_ref.actor.bogus=1") == "verl has no key actor_rollout_ref.actor.bogus"
     assert key_problem("reward=nope") == "reward has no option nope"
-    assert key_problem("gpus='2','3'") is None and key_problem("gpus=6") is None
+    assert key_problem("gpus=2,'3'") is None and key_problem("gpus=6") is None
+    assert key_problem("gpus=six") == "gpus=six is not a valid value"
 
 
 # --------------------------------------------------------------------------------------------
@@ -191,14 +199,13 @@ def _launch_args(line: str):
 
 @pytest.mark.parametrize("line, transcript, following", LAUNCH_CMDS, ids=[c[0][-60:] for c in LAUNCH_CMDS])
 def test_readme_launch_command_passes_the_precheck(line, transcript, following, monkeypatch):
-    from src.launch import UsageError, precheck, quote_gpu_counts
+    from src.pipeline import UsageError, precheck
 
     parsed = _launch_args(line)
     if parsed is None:
         assert re.search(r"--help|--cfg|--from-snapshot|\[|<", line), line
         return
     args, multirun = parsed
-    args = [quote_gpu_counts(a) for a in args]  # what src.launch.main does to argv first
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
     shown = next((f[len("error: "):] for f in following if f.startswith("error: ")), None)
     try:
@@ -278,3 +285,37 @@ def test_files_named_in_docs_and_comments_exist():
                       # a git-ignored machine file the user creates from its shipped example
                       and not (ROOT / (p + ".example")).exists()})
     assert missing == []
+
+
+# --------------------------------------------------------------------------------------------
+# README "Layout": drawn from the real tree
+
+def layout_paths() -> list[Path]:
+    """The paths README's Layout block names: a line's leading `name/` or `name.py` tokens, relative
+    to the package of the enclosing, less indented line (top-level lines: to the repo root)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## Layout\n"):]
+    block = section.split("```\n")[1]
+    stack: list[tuple[int, Path]] = []
+    paths = []
+    for line in block.splitlines():
+        indent = len(line) - len(line.lstrip())
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        base = stack[-1][1] if stack else ROOT
+        head = line.strip().split("  ")[0]  # the paths; a description follows after two spaces
+        tokens = list(itertools.takewhile(lambda tok: tok.endswith(("/", ".py")), head.split()))
+        paths += [base / tok for tok in tokens]
+        if len(tokens) == 1 and tokens[0].endswith("/"):
+            stack.append((indent, base / tokens[0]))
+    return paths
+
+
+def test_readme_layout_names_every_module_and_only_real_ones():
+    named = layout_paths()
+    assert len(named) >= 80
+    missing = sorted(str(p.relative_to(ROOT)) for p in named if not p.exists())
+    assert missing == [], f"README Layout names files that do not exist: {missing}"
+    modules = {p for p in (ROOT / "src").rglob("*.py") if p.name != "__init__.py" and "__pycache__" not in p.parts}
+    unlisted = sorted(str(p.relative_to(ROOT)) for p in modules - set(named))
+    assert unlisted == [], f"modules missing from README Layout: {unlisted}"

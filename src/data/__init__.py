@@ -1,7 +1,5 @@
-"""Parallel text -> verl parquet (`python -m src.data.prepare`) and the prompt templates.
-
-The reward function needs only the templates' response formats; importing this package pulls in no
-tokenizer or parquet code.
+"""Data: parallel text -> verl parquet (`python -m src.data.prepare`) and the prompt templates (importing it loads no tokenizer).
+May import: nothing else of src (the reward function and the report read its templates).
 """
 
 from .templates import (

@@ -4,6 +4,14 @@ Every input is checked before anything is written or started (the test set, the 
 shards, the responses file, vLLM's presence, the scorer's URL/token/models or the checkpoints of
 the models it would load): bad input is one line `evaluate: error: ...` and exit 2. A failure
 after that (the merger, the scorer dying) is one line and exit 1; the output dir is then untouched.
+
+    python -m src.evaluate checkpoint=results/.../global_step_200/actor data=data/flores/test.parquet
+
+Steps, one module each: options (key=value arguments), checkpoint (HF dir or verl FSDP shards ->
+verl's model merger), testset (the parquet of src.data.prepare), generators (vLLM on GPU, or canned
+responses from a jsonl), segments (the `<translate>` part, parsed as the reward parses it),
+text_metrics (sacrebleu BLEU/chrF), qe_metrics (the QE scoring service through the reward's
+client), scorer_service (start that service when no URL is given), outputs (tables and jsonl).
 """
 from __future__ import annotations
 
@@ -23,7 +31,7 @@ def _say(message: str) -> None:
 
 
 def default_out(data: str) -> Path:
-    from src.resolvers import PROJECT_ROOT
+    from src.config import PROJECT_ROOT
 
     stamp = dt.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
     return PROJECT_ROOT / "outputs" / "eval" / f"{stamp}_{Path(data).stem}"

@@ -7,7 +7,7 @@
 
 Prompts are rendered as verl renders them at rollout: the tokenizer's chat template with the
 generation prompt, or (the run's model.use_chat_template false) the plain concatenation that
-src/verl_config.py passes as data.apply_chat_template_kwargs.
+src/verl_config/ppo_trainer.py passes as data.apply_chat_template_kwargs.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from typing import Protocol
 from .options import EvalOptions, UsageError
 from .testset import TestRow
 
-# must equal src/verl_config.py's template for use_chat_template=false (a test keeps them equal)
+# must equal src/verl_config/ppo_trainer.py's template for use_chat_template=false (a test keeps them equal)
 PLAIN_CHAT_TEMPLATE = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
 
 

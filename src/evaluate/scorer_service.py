@@ -1,11 +1,11 @@
 """The QE scoring service for an evaluation: a running one (`scorer_url=` + QE_SCORER_TOKEN), or one
 started here for the duration of the scoring.
 
-Starting reuses the launcher's service lifecycle (src/scorer_process.py `ScorerProcess`: fresh
-token, ready file, /health, SIGTERM to its process group) with the models of the launcher's
-composed `scorer` group (conf/scorer/default.yaml, paths through conf/paths and
-conf/local/default.yaml), so evaluation finds the same checkpoints training uses. Only the models
-the asked-for metrics need are loaded.
+Starting reuses the launcher's service lifecycle (src/node/scorer_service.py `ScorerProcess`: fresh
+token, ready file, /health, SIGTERM to its process group) on a `ScorerPlan` (src/plan/scorer.py)
+with the models of the launcher's composed `scorer` group (conf/scorer/default.yaml, paths through
+conf/paths and conf/local/default.yaml), so evaluation finds the same checkpoints training uses.
+Only the models the asked-for metrics need are loaded.
 """
 from __future__ import annotations
 
@@ -13,33 +13,17 @@ import contextlib
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
+
+from src.config import compose_config
+from src.node.scorer_service import ScorerProcess
+from src.plan import ScorerModelSpec, ScorerPlan
 
 from .options import EvalOptions, UsageError
 from .qe_metrics import model_names
 
 TOKEN_ENV = "QE_SCORER_TOKEN"
-
-
-@dataclass(frozen=True)
-class ModelToLoad:  # what ScorerProcess reads of the plan's ScorerModelSpec
-    name: str
-    path: str
-    kind: str
-    encoder: str | None
-
-
-@dataclass(frozen=True)
-class EvalScorerPlan:  # what ScorerProcess reads of the plan's ScorerPlan
-    python: str
-    models: tuple
-    device: str
-    dtype: str
-    batch_tokens: int
-    ready_timeout_s: float
-    restarts: int
 
 
 def token_from_env() -> str:
@@ -49,7 +33,7 @@ def token_from_env() -> str:
     return token
 
 
-def plan_for(opts: EvalOptions, scorer_cfg: dict) -> EvalScorerPlan:
+def plan_for(opts: EvalOptions, scorer_cfg: dict) -> ScorerPlan:
     """The service to start, from the composed `scorer` group; UsageError when a model is unknown
     or its checkpoint is not on disk (checked before generation, which can take an hour)."""
     models = []
@@ -62,31 +46,28 @@ def plan_for(opts: EvalOptions, scorer_cfg: dict) -> EvalScorerPlan:
         if not path.startswith("hf:") and not Path(path).exists():
             raise UsageError(f"{metric}: checkpoint of {name} not found: {path} (set paths.model_root in "
                              f"conf/local/default.yaml or QE_RL_MODELS, or give scorer_url=)")
-        models.append(ModelToLoad(name, path if path.startswith("hf:") else os.path.abspath(path),
-                                  str(spec["kind"]), spec.get("encoder")))
+        models.append(ScorerModelSpec(name, path if path.startswith("hf:") else os.path.abspath(path),
+                                      str(spec["kind"]), spec.get("encoder")))
     python = str(scorer_cfg["python"])
     if not Path(python).exists():
         raise UsageError(f"the scorer env's python {python} does not exist (make setup, or give scorer_url=)")
     on_gpu = opts.scorer_device != "cpu"
-    return EvalScorerPlan(python=python, models=tuple(models), device=opts.scorer_device,
-                          dtype=str(scorer_cfg["dtype"]) if on_gpu else "fp32",
-                          batch_tokens=int(scorer_cfg["batch_tokens"]),
-                          ready_timeout_s=float(scorer_cfg["ready_timeout_s"]), restarts=int(scorer_cfg["restarts"]))
+    # the evaluation's service has its device to itself: "dedicated" on a GPU
+    return ScorerPlan(placement="dedicated" if on_gpu else "cpu", device=opts.scorer_device, training_gpu_index=None,
+                      dtype=str(scorer_cfg["dtype"]) if on_gpu else "fp32", python=python,
+                      batch_tokens=int(scorer_cfg["batch_tokens"]), ready_timeout_s=float(scorer_cfg["ready_timeout_s"]),
+                      restarts=int(scorer_cfg["restarts"]), models=tuple(models))
 
 
 def composed_scorer_config() -> dict:
     """The launcher's composed `scorer` group (paths resolved as for training)."""
-    from src.launch import compose_config
-
     return compose_config([])["scorer"]
 
 
 @contextlib.contextmanager
-def started_service(plan: EvalScorerPlan, log=print) -> Iterator[tuple[str, str]]:
+def started_service(plan: ScorerPlan, log=print) -> Iterator[tuple[str, str]]:
     """(url, token) of a service started for this block; stopped (drained) at its end. Its config
     and log live in a temp dir, removed when the block ends without an error."""
-    from src.scorer_process import ScorerProcess
-
     folder = Path(tempfile.mkdtemp(prefix="qe-eval-scorer-"))
     devices = "" if plan.device == "cpu" else None  # cpu: hide the GPUs from the service
     deaths: list[str] = []

@@ -1,5 +1,8 @@
 """The node's QE scoring service as a child of the launcher: start, wait, watch, restart, stop.
 
+`scorer(...)` (end of file) is what the runner enters around training on every node;
+`ScorerProcess` is the lifecycle, also used by the evaluation CLI (src/evaluate/scorer_service.py).
+
 Train env side (stdlib + src.scorer.config, which is stdlib + PyYAML): the service itself runs in
 its own env (`scorer.python`, .venv-scorer) as `python -m src.scorer.serve --config X --ready-file Y`.
 
@@ -34,10 +37,13 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
-from src.process_group import stop_group
+from src.config import CODE_ROOT
+from src.plan import RunPlan
 from src.scorer.config import ModelSpec, ScorerConfig, dump_config
+
+from .process_group import stop_group
 
 TOKEN_ENV = "QE_SCORER_TOKEN"
 URL_ENV, LOG_ENV = "QE_SCORER_URL", "QE_SCORER_LOG"
@@ -45,7 +51,6 @@ READY_TIMEOUT_ENV = "QE_SCORER_READY_TIMEOUT_S"
 # a reward call that finds the service down waits this much longer than a restart may take: the
 # watcher notices the death within POLL_S and /health is asked after the ready file appears
 RESTART_NOTICE_S = 30.0
-CODE_ROOT = Path(__file__).resolve().parents[1]
 POLL_S = 0.2
 HEALTH_TIMEOUT_S = 10.0
 # after SIGTERM the service finishes queued work (its drain_timeout_s, 10 s) before exiting
@@ -211,3 +216,29 @@ class ScorerProcess:
         """SIGTERM the service's process group, SIGKILL it after STOP_GRACE_S."""
         if self.proc is not None:
             stop_group(self.proc, STOP_GRACE_S)
+
+
+@contextlib.contextmanager
+def scorer(plan: RunPlan, node_rank: int, run_dir: Path, environ: dict, scorer_devices: str | None,
+           on_fatal: Callable[[str], None], enabled: bool = True) -> Iterator[dict]:
+    """This node's QE scoring service (src/scorer in .venv-scorer) for as long as the block runs.
+
+    Yields QE_SCORER_URL / QE_SCORER_TOKEN / QE_SCORER_LOG for the processes started after it: on a
+    single node verl (whose Ray workers inherit them), on a multi-node job this node's `ray start`,
+    whose workers (the reward workers of this node) inherit them, so each node's reward workers use
+    their own node's service on 127.0.0.1. Nothing is started when the reward needs no QE model or
+    `enabled` is false (debug.skip_scorer). `on_fatal(reason)`: the service died for good during
+    training (src/node/scorer_service.py)."""
+    if plan.scorer is None or not enabled:
+        yield {}
+        return
+    service = ScorerProcess(plan.scorer, Path(run_dir) / "scorer", f"node-{node_rank}", environ, scorer_devices,
+                            on_fatal)
+    try:
+        env = service.start()
+        print(f"QE scorer (node {node_rank}) ready at {env['QE_SCORER_URL']} "
+              f"({', '.join(m.name for m in plan.scorer.models)}; {plan.scorer.placement}); log: {service.log_path}",
+              flush=True)
+        yield env
+    finally:
+        service.stop()

@@ -6,9 +6,9 @@ path out (normal end, error, Ctrl-C, SIGTERM), and may add environment variables
 A service that fails for good while training runs (the scorer died again after its restart)
 calls a `TrainingStop`: training is terminated and `run` raises `ServiceFailure` with its reason.
 The trainer itself stops a run it must not continue (lost groups, unbounded DAPO resampling;
-src/training_guard.py) by writing one line to $QE_TRAINING_STOP_FILE and exiting: `run` raises
+src/trainer/guard.py) by writing one line to $QE_TRAINING_STOP_FILE and exiting: `run` raises
 `ServiceFailure` with that line too, so the user sees the reason, not verl's traceback.
-A Slurm time limit (`TimeLimitWatch`, protocol in src/time_limit.py) does not kill training: the
+A Slurm time limit (`TimeLimitWatch`, protocol in src/trainer/time_limit.py) does not kill training: the
 trainer saves the step in progress and ends, then the job is requeued and resumes from that step.
 """
 from __future__ import annotations
@@ -26,25 +26,21 @@ import time
 from pathlib import Path
 from typing import Callable, ContextManager, Iterable, Optional
 
-from src import time_limit
-from src.process_group import stop_group
-from src.redact import scrub
+from src.plan.time_limit import REQUEUE_S
+from src.record.redact import scrub
+from src.trainer import time_limit
 
-# verl's main_ppo with a trainer that saves the step in progress on a time limit (src/train_entry.py)
-VERL_ENTRY = ["-m", "src.train_entry"]
-STOP_FILE_ENV = "QE_TRAINING_STOP_FILE"  # src/training_guard.py writes it
+from .process_group import stop_group
+
+# verl's main_ppo with a trainer that saves the step in progress on a time limit (src/trainer/entry.py)
+VERL_ENTRY = ["-m", "src.trainer"]
+STOP_FILE_ENV = "QE_TRAINING_STOP_FILE"  # src/trainer/guard.py writes it
 
 
 def verl_command(python: str, snapshot_dir: Path, run_dir: Path) -> list[str]:
     """The exact command: verl's own entry point on the snapshot's verl config."""
     return [python, *VERL_ENTRY, f"--config-path={snapshot_dir}", "--config-name=verl_config",
             f"hydra.run.dir={run_dir}/verl", "hydra.output_subdir=null"]
-
-
-def run_environment(base: dict, plan_env: dict) -> dict:
-    env = dict(base)
-    env.update(plan_env)
-    return env
 
 
 class SigtermAsInterrupt:
@@ -96,7 +92,7 @@ class TimeLimitSignalBlocked:
 
 
 class TimeLimitWatch(TimeLimitSignalBlocked):
-    """Slurm's time-limit signal while training runs (src/time_limit.py, steps 2 and 4).
+    """Slurm's time-limit signal while training runs (src/trainer/time_limit.py, steps 2 and 4).
 
     The signal is blocked (see the base class) and taken by a thread with sigtimedwait. A thread
     started earlier without the block may receive it instead: Python's C handler then only marks it
@@ -178,7 +174,7 @@ class TimeLimitWatch(TimeLimitSignalBlocked):
         # Slurm may signal up to a minute early (sbatch(1), --signal): the job's end decides when
         # it is known; the plan's stop_by_s is the time the signal itself promises
         end = _slurm_end_time()
-        left = self.stop_by_s if end is None else end - time_limit.REQUEUE_S - self.received_at
+        left = self.stop_by_s if end is None else end - REQUEUE_S - self.received_at
         time_limit.request(self.checkpoint_dir, self.signum.name, left)
         self.log(f"time limit: {self.signum.name} received; training saves the step in progress and ends "
                  f"(stopped in {max(left, 0):.0f}s otherwise)")
@@ -208,7 +204,7 @@ class TimeLimitWatch(TimeLimitSignalBlocked):
             why = "was stopped at its deadline" if self.stopped_at_deadline else "ended"
             line = (f"time limit: training {why} before the end of a step; the run resumes from the last "
                     f"checkpoint in {self.checkpoint_dir} (raise slurm.signal_delay_s to one step + one save + "
-                    f"{time_limit.REQUEUE_S}s)")
+                    f"{REQUEUE_S}s)")
         previous = self._previous
         if callable(previous):
             self.log(line + "; requeueing the job")

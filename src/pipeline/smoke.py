@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from src import snapshot
+from src.record import snapshot
+
+from .errors import RunError
 
 STEPS = (1, 2)
 TRACKER = "latest_checkpointed_iteration.txt"  # verl/utils/checkpoint/checkpoint_manager.py get_checkpoint_tracker_filename
@@ -202,7 +204,5 @@ def check(plan, run_dir: Path, code: int, env: dict, relaunch: Callable[[dict, P
     (run_dir / VERDICT_FILE).write_text(text, encoding="utf-8")
     failed = [s.name for s in result if not s.ok]
     if failed:
-        from src.launch import RunError  # the launcher's one-line error and exit code
-
         raise RunError(f"smoke run failed at {', '.join(failed)}; verdict above and in {run_dir / VERDICT_FILE}",
                        code or 1)

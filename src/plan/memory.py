@@ -1,6 +1,6 @@
 """GPU memory plan of a run: what each GPU holds, per phase, and vLLM's share. Pure arithmetic.
 
-src/plan.py calls `plan_memory` with numbers it read from the composed config (and the GPU size
+src/plan/run_plan.py calls `plan_memory` with numbers read (src/plan/memory_inputs.py) from the composed config (and the GPU size
 the launcher passed in); nothing here reads files, the environment or devices.
 
 Units: GiB (2^30 bytes). N = actor parameters (model.params_b x 1e9), G = world size (verl's FSDP
@@ -17,14 +17,14 @@ the FSDP2 tracker's shards confirm 4 N / G bytes), tp = rollout tensor parallel,
                    what FSDP holds above the sharded params and grads while a micro batch runs forward
                    + backward (unsharded units in flight, all-gather / reduce-scatter buffers,
                    activations, the log-prob temporaries), measured with torch's FSDP2 memory tracker
-                   (src/memory_measured.py POLICY_UPDATE_PEAKS, benches/memory.py policy): a line in T
+                   (src/plan/memory_measured.py POLICY_UPDATE_PEAKS, benches/memory.py policy): a line in T
                    per measured model (found by its shapes), for other models a fit over all of them,
                    T x (a x vocab + b x hidden x layers) + c x vocab x hidden; with or without gradient
                    checkpointing (actor_rollout_ref.model.enable_gradient_checkpointing). The
                    AdamW step instead holds foreach temporaries of the shard's size (measured); the
                    larger of the two counts
   vLLM             share x GPU. Inside it: weights 2 N / tp (bf16), its profile run's activation peak
-                   (measured) + CUDA graphs + non-torch memory (published; src/memory_measured.py), the
+                   (measured) + CUDA graphs + non-torch memory (published; src/plan/memory_measured.py), the
                    rest KV cache. The step needs, per rollout replica (G / tp
                    of them), min(P n / (G / tp), max_num_seqs) sequences x (prompt + response)
                    tokens x 2 (K, V) x layers x ceil(kv_heads / tp) x head_dim x 2 bytes
@@ -33,7 +33,7 @@ the FSDP2 tracker's shards confirm 4 N / G bytes), tp = rollout tensor parallel,
                    small heads stay fp32 and are ignored) + activations of one batch (the service
                    runs one batch at a time, so the largest model counts) at its budget
                    T_s = scorer.batch_tokens: T_s x hidden x (layers + 1) x c, c measured
-                   (src/memory_measured.py SCORER_BYTES_PER_HIDDEN: about 6.3 B in bf16, 8.3 B in
+                   (src/plan/memory_measured.py SCORER_BYTES_PER_HIDDEN: about 6.3 B in bf16, 8.3 B in
                    fp32, the largest ratio over the stock comet classes' forward peaks in
                    SCORER_PEAKS; comet keeps every layer's hidden states and an fp32 copy of each
                    for its layer mix) + the CUDA context of its process (CUDA_CONTEXT_GB, cited there)
@@ -57,12 +57,12 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
-from src.memory_measured import (ADAM_STEP_TEMP_RATIO, CUDA_CONTEXT_GB, SCORER_BYTES_PER_HIDDEN, VLLM_CUDA_GRAPH_GB,
+from .memory_measured import (ADAM_STEP_TEMP_RATIO, CUDA_CONTEXT_GB, SCORER_BYTES_PER_HIDDEN, VLLM_CUDA_GRAPH_GB,
                                  VLLM_NON_TORCH_GB, VLLM_PROFILE_PEAK_GB, policy_update_transient_bytes)
 
 GIB = 2 ** 30
 # What vLLM subtracts from its share before the KV cache (vllm/v1/worker/gpu_worker.py
-# determine_available_memory): its profile run's activation peak (measured, src/memory_measured.py), the
+# determine_available_memory): its profile run's activation peak (measured, src/plan/memory_measured.py), the
 # CUDA graphs it captures and non-torch allocations (published figures, cited there)
 VLLM_OVERHEAD_GB = VLLM_PROFILE_PEAK_GB + VLLM_CUDA_GRAPH_GB + VLLM_NON_TORCH_GB
 SCORER_CONTEXT_GB = CUDA_CONTEXT_GB

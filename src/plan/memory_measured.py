@@ -1,4 +1,4 @@
-"""Measured GPU memory figures the plan (src/memory_plan.py) is built on, and the published
+"""Measured GPU memory figures the plan (src/plan/memory.py) is built on, and the published
 constants it cannot measure. Data only, plus the fits derived from it (scorer, policy update,
 vLLM's profile run; each section below names the command that regenerates its rows).
 

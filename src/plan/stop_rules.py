@@ -1,17 +1,15 @@
 """When the trainer stops a run instead of training on less: lost groups and DAPO's resampling bound.
 
-Derived once here (src/plan.py calls `stop_rules`), shown in the plan table, and handed to the
-trainer process through verl's `trainer.v1.sampler.sampler_kwargs` (src/verl_config.py), where
-src/training_guard.py enforces them.
+Derived once here (src/plan/run_plan.py calls `stop_rules`), shown in the plan table, and handed
+to the trainer process through verl's `trainer.v1.sampler.sampler_kwargs` (src/verl_config/ppo_trainer.py),
+where src/trainer/guard.py enforces them.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Optional
 
-
-class StopRulesError(ValueError):
-    """A bad value: one line naming the key and an example."""
+from .values import at_least
 
 
 @dataclass(frozen=True)
@@ -26,20 +24,15 @@ class StopRules:
     filter_metric: Optional[str]
 
 
-def _count(value, key: str, example: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise StopRulesError(f"{key} must be an integer >= {minimum}, got {value!r} (e.g. {key}={example})")
-    return value
-
-
 def stop_rules(cfg: dict) -> StopRules:
     """From the composed config: scorer.lost_groups_allowed and algo.filter_groups."""
-    lost = _count((cfg.get("scorer") or {}).get("lost_groups_allowed", 0), "scorer.lost_groups_allowed", "0", 0)
+    lost = at_least(cfg["scorer"]["lost_groups_allowed"], 0, "scorer.lost_groups_allowed", "scorer.lost_groups_allowed=0")
     fg = cfg["algo"]["filter_groups"]
     if not fg["enable"]:
         return StopRules(lost_groups_allowed=lost, max_gen_batches=0, filter_metric=None)
     # verl 0.9.1's V1 replay buffer ignores max_num_gen_batches (a warning in
     # verl/trainer/ppo/v1/trainer_base.py _resolve_filter_groups_metric) and "0 = no limit" would
     # let DAPO resample forever while the step counter stands still: here it is a bound, >= 1
-    bound = _count(fg["max_num_gen_batches"], "algo.filter_groups.max_num_gen_batches", "10", 1)
+    bound = at_least(fg["max_num_gen_batches"], 1, "algo.filter_groups.max_num_gen_batches",
+                     "algo.filter_groups.max_num_gen_batches=10")
     return StopRules(lost_groups_allowed=lost, max_gen_batches=bound, filter_metric=str(fg["metric"]))

@@ -6,11 +6,11 @@ import shlex
 from rich.console import Console
 from rich.table import Table
 
-from src.plan import RunPlan
+from .run_plan import RunPlan
 
 
 def stop_rule_rows(plan: RunPlan) -> list[tuple]:
-    """What stops training (src/stop_rules.py, enforced by src/training_guard.py)."""
+    """What stops training (src/plan/stop_rules.py, enforced by src/trainer/guard.py)."""
     r = plan.stop_rules
     if r is None:
         return []
@@ -32,7 +32,7 @@ def credit_row(plan: RunPlan) -> tuple[str, str, str]:
 
 
 def time_limit_rows(plan: RunPlan) -> list[tuple]:
-    """What a Slurm time limit costs (src/time_limit.py): the step in progress, if it ends in time."""
+    """What a Slurm time limit costs (src/plan/time_limit.py; the save: src/trainer/time_limit.py): the step in progress, if it ends in time."""
     t = plan.time_limit
     if t is None:
         return []
@@ -54,7 +54,7 @@ def scorer_where(plan: RunPlan) -> str:
 
 
 def memory_rows(plan: RunPlan) -> list[tuple[str, str, str]]:
-    """Per-GPU memory (GiB) of the fullest GPU, formulas in src/memory_plan.py."""
+    """Per-GPU memory (GiB) of the fullest GPU, formulas in src/plan/memory.py."""
     m = plan.memory
     offload = ", ".join(k.split(".")[-3] + "." + k.split(".")[-1] for k, v in plan.verl_passthrough.items()
                         if k.endswith("_offload") and v) or "no offload"
@@ -117,13 +117,13 @@ def render(plan: RunPlan, command: list[str], verl_config_path: str, console: Co
         *stop_rule_rows(plan),
         *time_limit_rows(plan),
         ("run id", plan.run_id + (f" (reproduces {plan.reproduces})" if plan.reproduces else ""),
-         "hash of the training config (src/run_identity.py)"),
+         "hash of the training config (src/record/identity.py)"),
         ("checkpoint dir", plan.checkpoint_dir, "trainer.default_local_dir; metrics/ of every attempt"),
         ("wandb project", plan.wandb_project, "trainer.project_name"),
         ("wandb run name", plan.wandb_run_name, "trainer.experiment_name"),
         ("wandb run id", plan.wandb_run_id, "WANDB_RUN_ID (env): stable per run id"),
         ("run dir", plan.run_dir, "snapshot/, train.log of this launch"),
-        ("verl config", verl_config_path, "validated by verl.utils.config.validate_config (a pass is reused for the same config and verl: src/verl_cache.py)"),
+        ("verl config", verl_config_path, "validated by verl.utils.config.validate_config (a pass is reused for the same config and verl: src/verl_config/cache.py)"),
     ]
     for name, value, note in rows:
         adjusted = any(note.startswith(str(a.intent) + " -> ") for a in plan.adjustments)

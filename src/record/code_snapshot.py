@@ -5,7 +5,7 @@ was submitted. At submission the Slurm launcher copies src/, conf/ (with conf/lo
 and hydra_plugins/ into `<sweep dir>/code/`, and the job starts there (sbatch --chdir), so
 `python -m submitit...` imports `src` and the Hydra plugins from the copy and the job composes
 its config from the copy's conf/. The copy records the checkout it came from (data, models,
-results and outputs stay under the checkout, src/resolvers.py) and the git state at submission
+results and outputs stay under the checkout, src/config/resolvers.py) and the git state at submission
 (the run snapshot's git.txt/git.diff then describe the submitted code, not the checkout's later
 state).
 """
@@ -18,17 +18,21 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from src.resolvers import CODE_ROOT, CODE_SNAPSHOT_MARKER, PROJECT_ROOT
+from src.config import CODE_ROOT, CODE_SNAPSHOT_MARKER, PROJECT_ROOT
+
+from . import git_state
+from .redact import scrub
 
 # what a job needs to compose its config and run; tests/, data and envs are not code of the run
 COPIED = ("src", "conf", "sweeps", "hydra_plugins", "pyproject.toml")
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache")
 
 
-def write(dest: Path) -> Path:
-    """Copy the running code into `dest` (which must not exist); whole or absent."""
-    from src import snapshot
-
+def write(dest: Path, environ: dict | None = None) -> Path:
+    """Copy the running code into `dest` (which must not exist); whole or absent. The recorded git
+    state passes the secret scrubber, as every file of a run snapshot does (an uncommitted diff can
+    hold a token someone pasted)."""
+    environ = dict(os.environ if environ is None else environ)
     if dest.exists():
         raise FileExistsError(f"{dest} already exists")
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -40,9 +44,9 @@ def write(dest: Path) -> Path:
                 shutil.copytree(source, tmp / name, ignore=_IGNORE)
             elif source.is_file():
                 shutil.copy2(source, tmp / name)
-        git_text, git_diff = recorded_git_state(CODE_ROOT) or snapshot.git_state(PROJECT_ROOT)
-        (tmp / "git.txt").write_text(git_text, encoding="utf-8")
-        (tmp / "git.diff").write_text(git_diff, encoding="utf-8")
+        git_text, git_diff = git_state.current()
+        (tmp / "git.txt").write_text(scrub(git_text, environ), encoding="utf-8")
+        (tmp / "git.diff").write_text(scrub(git_diff, environ), encoding="utf-8")
         marker = {"checkout": str(PROJECT_ROOT), "copied_from": str(CODE_ROOT),
                   "created": dt.datetime.now().isoformat(timespec="seconds"), "copied": list(COPIED)}
         (tmp / CODE_SNAPSHOT_MARKER).write_text(json.dumps(marker, indent=2) + "\n", encoding="utf-8")
@@ -60,16 +64,3 @@ def unique_dir(parent: Path, name: str = "code") -> Path:
         n += 1
         candidate = parent / f"{name}.{n}"
     return candidate
-
-
-def is_code_snapshot(code_root: Path = CODE_ROOT) -> bool:
-    return (code_root / CODE_SNAPSHOT_MARKER).is_file()
-
-
-def recorded_git_state(code_root: Path = CODE_ROOT) -> tuple[str, str] | None:
-    """(git.txt, git.diff) recorded when `code_root` was copied; None for a checkout."""
-    if not is_code_snapshot(code_root):
-        return None
-    text = (code_root / "git.txt").read_text(encoding="utf-8")
-    diff = (code_root / "git.diff").read_text(encoding="utf-8")
-    return f"code snapshot: {code_root} (copied at submission)\n{text}", diff

@@ -93,11 +93,21 @@ def _flatten(tree: Any, prefix: str = "") -> dict:
     return {prefix[:-1]: tree}
 
 
+# Modules of this repo that verl's config names, by the path run ids were first computed with. A
+# module that moves keeps its first name here, so an unchanged training config keeps its id (and a
+# relaunch its checkpoint dir); the code itself is recorded by the snapshot's git.txt.
+STABLE_CODE_NAMES = {
+    # moved by the one-package-per-stage layout (the module was src.training_guard)
+    "pkg://src.trainer.guard": "pkg://src.training_guard",
+}
+
+
 def identity(verl_config: dict, scorer_models: dict) -> dict:
     """The training config as flat `key: value` pairs (sorted), from a resolved verl config (a plain
     dict) and the QE models the reward uses ({name: {path, kind, dtype}}). Unclassified keys are kept:
     a key nobody has judged counts as training, so it can only split runs, never merge them."""
-    flat = {k: v for k, v in _flatten(verl_config).items() if classify(k) != "excluded"}
+    flat = {k: STABLE_CODE_NAMES.get(v, v) if isinstance(v, str) else v
+            for k, v in _flatten(verl_config).items() if classify(k) != "excluded"}
     for name, spec in sorted(scorer_models.items()):
         for field, value in sorted(spec.items()):
             flat[f"qe_scorer.{name}.{field}"] = value

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import yaml
 
-from src.resolvers import PROJECT_ROOT
-from src.redact import REDACTED, is_secret, scrub
+from . import git_state
+from .redact import REDACTED, is_secret, scrub
 
 SNAPSHOT = "snapshot"
 
@@ -51,22 +51,6 @@ def installed_packages(python: str | None = None) -> str:
     return subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60).stdout
 
 
-def git_state(root: Path = PROJECT_ROOT) -> tuple[str, str]:
-    def git(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30)
-
-    head = git("rev-parse", "HEAD")
-    if head.returncode != 0:
-        return "not a git checkout (or no commits yet): code state not recorded\n", ""
-    status = git("status", "--porcelain").stdout
-    diff = git("diff", "HEAD").stdout
-    untracked = [line[3:] for line in status.splitlines() if line.startswith("??")]
-    text = f"sha: {head.stdout.strip()}\ndirty: {bool(status.strip())}\n"
-    if untracked:
-        text += "untracked (not in git.diff):\n" + "".join(f"  {u}\n" for u in untracked)
-    return text, diff
-
-
 def system_info() -> dict:
     info = {"python": sys.version.split()[0], "platform": platform.platform()}
     smi = shutil.which("nvidia-smi")
@@ -84,10 +68,8 @@ def write(run_dir: Path, *, composed: dict, overrides: list[str], plan: dict, ve
     if target.exists():
         raise FileExistsError(f"{target} already exists; a run dir holds one snapshot")
     run_dir.mkdir(parents=True, exist_ok=True)
-    from src.code_snapshot import recorded_git_state
-
     # a Slurm job runs from the code copied at submission: record that code's git state
-    git_text, git_diff = recorded_git_state() or git_state()
+    git_text, git_diff = git_state.current()
     files = {
         "composed.yaml": yaml.safe_dump(composed, sort_keys=False, allow_unicode=True),
         "overrides.yaml": yaml.safe_dump(list(overrides), allow_unicode=True),
@@ -128,7 +110,15 @@ def reuse(run_dir: Path, verl_yaml: str) -> Path | None:
 
 
 def load(snapshot_dir: Path) -> tuple[dict, list[str]]:
-    """(composed config, overrides) of a snapshot, for --from-snapshot."""
+    """(composed config, overrides) of a snapshot, for --from-snapshot, in today's shape."""
     composed = yaml.safe_load((snapshot_dir / "composed.yaml").read_text(encoding="utf-8"))
     overrides = yaml.safe_load((snapshot_dir / "overrides.yaml").read_text(encoding="utf-8")) or []
-    return composed, overrides
+    return upgraded(composed), overrides
+
+
+def upgraded(composed: dict) -> dict:
+    """A composed config written by older code, in today's shape. Each step names the change:
+    - before the one-package-per-stage layout, `gpus` was a config group: `gpus: {per_node: N}`."""
+    if isinstance(composed.get("gpus"), dict):
+        composed = {**composed, "gpus": composed["gpus"]["per_node"]}
+    return composed

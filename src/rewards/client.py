@@ -9,12 +9,12 @@ the verl config (which must not vary per launch) and never from a file:
     QE_SCORER_URL    e.g. http://127.0.0.1:41234 (this node's service)
     QE_SCORER_TOKEN  the bearer token the service was started with
     QE_SCORER_LOG    the service's log file, named in errors (optional)
-    QE_SCORER_READY_TIMEOUT_S  scorer.ready_timeout_s (src/scorer_process.py sets it): how long a
+    QE_SCORER_READY_TIMEOUT_S  scorer.ready_timeout_s (src/node/scorer_service.py sets it): how long a
                      restarting service may take to load its models
 
 Transient failures (timeouts, 5xx, 503 queue full) are retried with exponential backoff. A refused
 or reset connection means the service is down: the runner restarts it on the same URL and token
-(src/scorer_process.py), so the call polls GET /health until the service answers again, for up to
+(src/node/scorer_service.py), so the call polls GET /health until the service answers again, for up to
 QE_SCORER_READY_TIMEOUT_S per outage, then sends the request again. A restart costs time, never a
 sample: verl's V1 agent loop tags a prompt's whole group `failure` when one reward call raises
 (verl/trainer/ppo/v1/agent_loop_tq.py AgentLoopWorkerTQ._run_prompt), and the replay buffer then

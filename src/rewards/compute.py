@@ -1,6 +1,6 @@
 """The function verl 0.9.1 calls for every trajectory: `compute_score`.
 
-Wired by the launcher (src/verl_config.py) as
+Wired by the launcher (src/verl_config/ppo_trainer.py) as
     reward.custom_reward_function.path = pkg://src.rewards.compute, name = compute_score
     reward.custom_reward_function.reward_kwargs = src.rewards.settings.reward_kwargs(...)
 verl merges the reward_kwargs into the call's keyword arguments.
@@ -17,6 +17,19 @@ The returned dict always has the same keys (verl stacks each key across the batc
 None where a component was not computed (verl's validation metrics skip None), plus the strings
 `format_error`, `src`, `translation` (exactly the scored text) and `error_spans` (JSON); with
 reward.credit=token also `credit_ranges` (JSON, src/rewards/credit/ranges.py).
+
+The package, module by module:
+    parsing.py         strict <think>/<translate> format per prompt template
+    degenerate.py      empty, source copy, wrong script, absurd length (no scorer call)
+    bleu.py            sacrebleu sentence BLEU tokenised per target language
+    client.py          shared aiohttp client to the QE scoring service (src/scorer)
+    qe.py              which models a row needs, their answers as components
+    combine.py         discrete thresholds, clipping, weights
+    settings.py        reward group config -> verl reward_kwargs -> validated settings
+    components_log.py  per-sample components for src/report ($QE_REWARD_COMPONENTS_DIR)
+    compute.py         compute_score, the function verl calls
+    credit/            token-level credit from error spans (reward.credit=token): ranges, token
+                       mapping, the grpo_token estimator, verl's agent loop seam
 """
 from __future__ import annotations
 

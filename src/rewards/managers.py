@@ -9,7 +9,7 @@ training behaviour unchanged and, for validation rows (extra_info.split in the r
 logs the penalty as 0.
 
 Loaded by verl through `reward.reward_manager.source=importlib` (verl/trainer/ppo/reward.py,
-resolve_reward_manager_cls), in the trainer and in every reward loop worker; src/verl_config.py
+resolve_reward_manager_cls), in the trainer and in every reward loop worker; src/verl_config/ppo_trainer.py
 (REWARD_MANAGERS) says which manager name of conf/algo maps to which class here.
 """
 from __future__ import annotations

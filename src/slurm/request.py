@@ -5,7 +5,7 @@ account, time limit, setup lines, ...). GPUs, CPUs and nodes come from each job'
 they are derived (node_gpus, node_cpus, nodes); a sweep over gpus= therefore asks for different
 resources per job, and the launcher submits one job array per distinct request.
 
-Checked before anything is submitted (the pre-launch check in src/launch.py calls `check`):
+Checked before anything is submitted (the pre-launch check, src/pipeline/precheck.py, calls `check`):
 the derived resources are not set by hand, and no secret value from the environment appears in
 what would be written to the sbatch script or the pickled job (secrets reach jobs only through
 the environment that sbatch propagates).
@@ -16,13 +16,13 @@ import json
 from typing import Any
 
 from src.plan import RunPlan
-from src.redact import secret_values
+from src.record.redact import secret_values
 
 # set per job from the plan; a value in the launcher config would silently disagree with the plan
 DERIVED = {"gpus_per_node": "gpus= (and scorer.placement/dedicated_gpus for the scorer's GPUs)",
            "cpus_per_task": "slurm.cpus_per_task", "gpus_per_task": "gpus=", "cpus_per_gpu": "slurm.cpus_per_task",
            "gres": "gpus="}
-# launcher keys read from the `slurm:` section, whose values the plan checks (src/time_limit.py):
+# launcher keys read from the `slurm:` section, whose values the plan checks (src/plan/time_limit.py):
 # a different value set on hydra.launcher directly would bypass that check
 FROM_SLURM_SECTION = ("timeout_min", "signal_delay_s", "max_num_timeout")
 # launcher keys that configure the submitit executor itself, not sbatch
@@ -71,7 +71,7 @@ def executor_params(launcher: dict, plan: RunPlan, nodes_as_tasks: bool, setup_e
     params = {k: v for k, v in launcher.items() if k not in _NOT_SBATCH and v is not None}
     params.update(resources(plan, nodes_as_tasks))
     # Slurm signals the job this long before its limit; the runner then has the step in progress
-    # saved (src/time_limit.py). From the plan, which checked it against the limit.
+    # saved (src/trainer/time_limit.py). From the plan, which checked it against the limit.
     params["timeout_min"] = plan.time_limit.timeout_min
     params["signal_delay_s"] = plan.time_limit.signal_delay_s
     params["setup"] = list(params.get("setup") or []) + list(setup_extra)

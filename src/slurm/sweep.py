@@ -3,9 +3,9 @@
 The body of hydra_plugins/qe_rl/slurm_launcher.py (hydra-submitit-launcher 1.2.0's
 SlurmLauncher, extended):
 
-- at submission, the code and conf/ are copied into `<sweep dir>/code/` (src/code_snapshot.py)
+- at submission, the code and conf/ are copied into `<sweep dir>/code/` (src/record/code_snapshot.py)
   and every job starts there (sbatch --chdir) and composes its config from that copy;
-- each job's resources come from its plan (src/slurm_request.py); jobs with equal requests share
+- each job's resources come from its plan (src/slurm/request.py); jobs with equal requests share
   a job array, so a sweep over gpus= is one array per GPU count;
 - the submitter waits for all jobs, prints each failed job with its overrides, error and log
   path as soon as it ends, then a summary of which jobs succeeded and which failed (also in
@@ -51,10 +51,12 @@ class SweepJob:
 # ---------------------------------------------------------------------------------------
 def _plan_jobs(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: int,
                code_dir: Path) -> list[SweepJob]:
-    from omegaconf import OmegaConf, open_dict
+    from omegaconf import open_dict
 
-    from src import slurm_request
+    from src.config import to_plain
     from src.plan import build_plan
+
+    from . import request
 
     launcher_cfg = dict(launcher.params)
     loader = launcher.hydra_context.config_loader
@@ -68,11 +70,9 @@ def _plan_jobs(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx
             run_dir = str(Path(str(cfg.hydra.sweep.dir)) / str(cfg.hydra.sweep.subdir))
         except Exception:  # a custom subdir using values only the job knows
             run_dir = None
-        with open_dict(cfg):
-            del cfg["hydra"]  # our config only, as the job's task function sees it
-        composed = OmegaConf.to_container(cfg, resolve=True)
+        composed = to_plain(cfg)  # our config only, as the job's task function sees it
         plan = build_plan(composed, run_dir=run_dir or "<run dir>")
-        params = slurm_request.executor_params(
+        params = request.executor_params(
             launcher_cfg, plan, bool((composed.get("debug") or {}).get("nodes_as_tasks")),
             list((composed.get("slurm") or {}).get("setup") or []), code_dir=str(code_dir))
         jobs.append(SweepJob(idx=idx, overrides=list(overrides), run_dir=run_dir, params=params))
@@ -83,7 +83,9 @@ def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: in
     import submitit
     from hydra.core.singleton import Singleton
 
-    from src import code_snapshot, slurm_request
+    from src.record import code_snapshot
+
+    from . import request
 
     config = launcher.config
     sweep_dir = Path(str(config.hydra.sweep.dir))
@@ -97,7 +99,7 @@ def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: in
 
     groups: dict[str, list[SweepJob]] = {}
     for job in jobs:
-        groups.setdefault(slurm_request.request_key(job.params), []).append(job)
+        groups.setdefault(request.request_key(job.params), []).append(job)
     submitted = []
     for group in groups.values():
         executor = submitit.AutoExecutor(folder=launcher.params["submitit_folder"], cluster="slurm",
@@ -218,8 +220,6 @@ def _write_summary(path: Path, jobs: list[SweepJob]) -> None:
 def run_job(launcher, sweep_overrides: list[str], job_dir_key: str, job_num: int, singleton_state: dict):
     """In the Slurm job: compose this job's config from the code snapshot's conf/ and run it."""
     import submitit
-    from hydra._internal.config_loader_impl import ConfigLoaderImpl
-    from hydra._internal.utils import create_config_search_path
     from hydra.core.singleton import Singleton
     from hydra.core.utils import run_job as hydra_run_job
     from hydra.core.utils import setup_globals
@@ -235,11 +235,11 @@ def run_job(launcher, sweep_overrides: list[str], job_dir_key: str, job_num: int
     if imported != code_dir:
         raise RuntimeError(f"this job imported the code from {imported}, not from its code snapshot {code_dir} "
                            f"(the job must start there: sbatch --chdir)")
-    from src.resolvers import register_resolvers
+    from src.config import hydra_internal, register
 
-    register_resolvers()
+    register()
     # The config loader pickled at submission reads the checkout's conf/; compose from the copy.
-    loader = ConfigLoaderImpl(config_search_path=create_config_search_path(str(code_dir / "conf")))
+    loader = hydra_internal.config_loader(str(code_dir / "conf"))
     launcher.hydra_context = HydraContext(config_loader=loader, callbacks=launcher.hydra_context.callbacks)
     sweep_config = loader.load_sweep_config(launcher.config, list(sweep_overrides))
     with open_dict(sweep_config.hydra.job) as job:

@@ -1,6 +1,6 @@
 """verl's training entry with one addition: the step in progress is saved when Slurm's time limit nears.
 
-Used instead of `python -m verl.trainer.main_ppo` (src/runner.py VERL_ENTRY), with the same
+Used instead of `python -m verl.trainer.main_ppo` (src/node/training.py VERL_ENTRY), with the same
 arguments (--config-path/--config-name of the snapshot's verl config). What verl's `main` does is
 done here with verl's own functions (verl/trainer/main_ppo.py, main: auto_set_device,
 validate_config, run_ppo); only the TaskRunner class differs.
@@ -15,7 +15,7 @@ The seams, all in verl 0.9.1:
   for the duration of `run`; `register_trainer` refuses re-registration, so the entry is set directly.
 - The subclass hooks `on_step_end`, which `PPOTrainer.fit` calls once per step after the step's
   update and after verl's periodic `_save_checkpoint` (trainer_base.py, PPOTrainer.fit). There,
-  on a time-limit request (src/time_limit.py), it calls verl's own `_save_checkpoint()` (actor and
+  on a time-limit request (src/trainer/time_limit.py), it calls verl's own `_save_checkpoint()` (actor and
   critic shards through the worker groups, dataloader state, latest_checkpointed_iteration.txt)
   unless that step was just saved, and lowers `total_training_steps` to the current step: fit then
   still validates (if due), logs the step's metrics, and leaves its loop at the loop's own bound
@@ -27,7 +27,7 @@ import contextlib
 import logging
 import time
 
-from src import time_limit
+from . import time_limit
 
 logger = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ class TimeLimitTaskRunner(_task_runner_base()):
         register_for(config)
 
         with time_limited_trainer(config.trainer.v1.trainer_mode) as cls:
-            print(f"train_entry: trainer {cls.__name__}; on a Slurm time limit it saves the step in progress "
+            print(f"src.trainer: trainer {cls.__name__}; on a Slurm time limit it saves the step in progress "
                   f"(asked through {time_limit.flag_dir(config.trainer.default_local_dir)})", flush=True)
             return super().run(config)
 
@@ -112,7 +112,7 @@ def task_runner_class(config):
     from verl.trainer.main_ppo_v0 import TaskRunner
 
     logger.warning("trainer.use_v1=false: the legacy trainer does not read the time-limit flag "
-                   "(src/train_entry.py); a time limit loses the steps since its last save")
+                   "(src/trainer/entry.py); a time limit loses the steps since its last save")
     return TaskRunner
 
 
@@ -132,13 +132,5 @@ def train(config) -> None:
 def main() -> None:
     import hydra
 
-    # config path and name come from the command line, as for verl's entry (src/runner.py)
+    # config path and name come from the command line, as for verl's entry (src/node/training.py)
     hydra.main(config_path=None, config_name=None, version_base=None)(train)()
-
-
-if __name__ == "__main__":
-    # run the importable module's code: Ray pickles TimeLimitTaskRunner by reference to
-    # src.train_entry, which the TaskRunner actor imports (PYTHONPATH has the code root)
-    from src import train_entry as importable
-
-    importable.main()

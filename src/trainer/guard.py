@@ -14,7 +14,7 @@ Where and why (checked in verl 0.9.1's source):
 Mechanism: verl's own extension point for the buffer, `trainer.v1.sampler.custom_sampler.{path,name}`
 (trainer_base.py, _build_replay_buffer: loaded with load_extern_type and given `sampler_kwargs`).
 `GuardedReplayBuffer` is verl's sync ReplayBuffer with the constructor arguments verl would give
-its built-in one (taken from sampler_kwargs, which src/verl_config.py fills from the plan) plus
+its built-in one (taken from sampler_kwargs, which src/verl_config/ppo_trainer.py fills from the plan) plus
 three checks in the trainer process, at the one place every group passes before training:
   1. after each metadata sync, groups tagged `failure` are counted (per step and per run); more
      than scorer.lost_groups_allowed stops the run before it trains on the smaller batch;
@@ -27,7 +27,7 @@ after verl has already trained on the rest of the batch, and a custom agent loop
 replace far more of verl than this one class.
 
 A stop raises TrainingGuardStop in the trainer (verl exits non-zero) after writing its one-line
-reason to $QE_TRAINING_STOP_FILE, which src/runner.py sets and turns into the launcher's error line.
+reason to $QE_TRAINING_STOP_FILE, which src/node/training.py sets and turns into the launcher's error line.
 """
 from __future__ import annotations
 
@@ -146,7 +146,7 @@ class GuardedReplayBuffer(_buffer_base()):
                  sampler_kwargs, refill_fn=None, **_ignored):
         kw = dict(sampler_kwargs or {})
         if trainer_mode != "sync":
-            raise ValueError(f"src.training_guard.GuardedReplayBuffer supports trainer.v1.trainer_mode=sync only, "
+            raise ValueError(f"src.trainer.guard.GuardedReplayBuffer supports trainer.v1.trainer_mode=sync only, "
                              f"got {trainer_mode!r}")
         metric = kw.get("filter_metric")
         train_batch_size = int(kw["train_batch_size"])

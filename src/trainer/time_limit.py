@@ -1,4 +1,4 @@
-"""The last completed step survives a Slurm time limit: the plan's numbers and the flag protocol.
+"""The last completed step survives a Slurm time limit: the flag protocol between the runner and the trainer.
 
 verl 0.9.1's V1 trainer saves every `save_freq` steps and at the last step only
 (verl/trainer/ppo/v1/trainer_base.py, PPOTrainer.fit); the expiration save
@@ -7,18 +7,18 @@ So the save after the signal is ours, through verl's own checkpoint code:
 
   1. Slurm signals the job `signal_delay_s` before its time limit (submitit's sbatch line
      `--signal=USR2@<s>`, sent to the job step, i.e. to the job's Python process and its children).
-  2. src/runner.py (the job's process that started training) writes REQUESTED into the run's
+  2. src/node/training.py (the job's process that started training) writes REQUESTED into the run's
      checkpoint dir. The checkpoint dir is the one path the trainer already knows
      (trainer.default_local_dir) and it is shared by every node (verl writes its shards there), so
      the flag reaches the trainer wherever Ray placed it, with no environment to forward.
-  3. The trainer (src/train_entry.py, in verl's TaskRunner actor), at the end of the step it is
+  3. The trainer (src/trainer/entry.py, in verl's TaskRunner actor), at the end of the step it is
      in, saves that step with verl's own `_save_checkpoint()` unless verl's periodic save just did,
      writes SAVED (the step, and whether the run was finished anyway) and ends `fit` after the
      step's metrics are logged. verl exits 0.
   4. The runner then lets submitit requeue the job (its own USR2 handler: `scontrol requeue`,
      bounded by max_num_timeout) before it stops the scorer and Ray, so the requeue reaches Slurm
      before the limit; the requeued job resumes from that step (resume_mode=auto).
-     If training has not ended `stop_by_s` after the signal (or REQUEUE_S before the job's end),
+     If training has not ended `stop_by_s` after the signal (or REQUEUE_S, src/plan/time_limit.py, before the job's end),
      the runner stops it and requeues anyway: the run then resumes from its last periodic save.
 
 The test stand-in (tests/slurm/stand_in_train.py) speaks the same protocol through these helpers.
@@ -27,50 +27,12 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-# Time the runner keeps for itself after training has ended: ask Slurm to requeue (`scontrol
-# requeue`, seconds at most) before Slurm kills the job at its limit, then stop the scorer and Ray.
-REQUEUE_S = 20
 FLAG_DIR = "time_limit"
 REQUESTED = "requested.json"
 SAVED = "saved.json"
-
-
-class TimeLimitError(ValueError):
-    """One line: which slurm.* value cannot work and what to set instead."""
-
-
-@dataclass(frozen=True)
-class TimeLimitPlan:
-    timeout_min: int          # Slurm's time limit per job (sbatch --time)
-    signal_delay_s: int       # Slurm signals this long before the limit (sbatch --signal=USR2@<s>)
-    stop_by_s: int            # after the signal, training must have ended by then (else it is stopped)
-    max_num_timeout: int      # requeues after a time limit (submitit)
-
-
-def plan_time_limit(slurm: dict) -> TimeLimitPlan:
-    """From the `slurm:` config section. The signal must leave room for the requeue and must not
-    come before the job could do anything."""
-    timeout_min = slurm.get("timeout_min", 2880)
-    delay = slurm.get("signal_delay_s", 300)
-    retries = slurm.get("max_num_timeout", 0)
-    for key, value in (("timeout_min", timeout_min), ("signal_delay_s", delay), ("max_num_timeout", retries)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < (0 if key == "max_num_timeout" else 1):
-            raise TimeLimitError(f"slurm.{key} must be a whole number{' >= 0' if key == 'max_num_timeout' else ' > 0'}, "
-                                 f"got {value!r} (e.g. slurm.{key}={dict(timeout_min=2880, signal_delay_s=300, max_num_timeout=5)[key]})")
-    if delay <= REQUEUE_S:
-        raise TimeLimitError(f"slurm.signal_delay_s={delay} leaves no time to finish and save the step in progress "
-                             f"({REQUEUE_S} s of it go to the requeue); set it to one training step + one checkpoint "
-                             f"save + {REQUEUE_S} s, e.g. slurm.signal_delay_s=300")
-    if delay >= timeout_min * 60:
-        raise TimeLimitError(f"slurm.signal_delay_s={delay} is not shorter than the time limit "
-                             f"slurm.timeout_min={timeout_min} ({timeout_min * 60} s): Slurm would signal the job as "
-                             f"it starts; lower slurm.signal_delay_s or raise slurm.timeout_min")
-    return TimeLimitPlan(timeout_min=timeout_min, signal_delay_s=delay, stop_by_s=delay - REQUEUE_S,
-                         max_num_timeout=retries)
 
 
 def flag_dir(checkpoint_dir: str | Path) -> Path:

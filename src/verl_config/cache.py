@@ -34,11 +34,11 @@ ENV_DIR = "QE_RL_CACHE_DIR"
 ENV_SWITCH = "QE_RL_VERL_CACHE"
 # bump when the stored format changes
 FORMAT = 1
-# our code that takes part in the verdict (src/verl_config.py validate): an edit to any of them
+# our code that takes part in the verdict (src/verl_config/ppo_trainer.py validate): an edit to any of them
 # must re-run verl. Paths relative to the code root.
-CHECK_CODE = ("src/verl_config.py", "src/verl_checks.py", "src/verl_cache.py", "src/rewards/credit/launch.py",
-              "src/rewards/credit/estimator.py")
-_ROOT = Path(__file__).resolve().parent.parent
+CHECK_CODE = ("src/verl_config/ppo_trainer.py", "src/verl_config/checks.py", "src/verl_config/cache.py",
+              "src/rewards/credit/launch.py", "src/rewards/credit/estimator.py")
+_ROOT = Path(__file__).resolve().parents[2]
 
 
 def cache_dir() -> Optional[Path]:

@@ -11,11 +11,14 @@ import importlib.util
 from pathlib import Path
 from typing import Any, Callable
 
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf
 
+from src.config import hydra_internal
 from src.plan import RunPlan
 from src.rewards import settings as rewards_settings
 from src.rewards.credit import launch as credit_launch
+
+from . import cache, checks
 
 # conf/algo reward_manager -> a class in src/rewards/managers.py that verl loads by module path
 # (verl/trainer/ppo/reward.py, resolve_reward_manager_cls, source=importlib): verl's dapo manager
@@ -86,10 +89,10 @@ VERL_KEYS: list[tuple[str, Callable[[RunPlan, dict], Any]]] = [
     ("algorithm.filter_groups.enable", lambda p, c: c["algo"]["filter_groups"]["enable"]),
     ("algorithm.filter_groups.metric", lambda p, c: c["algo"]["filter_groups"]["metric"]),
     ("algorithm.filter_groups.max_num_gen_batches", lambda p, c: c["algo"]["filter_groups"]["max_num_gen_batches"]),
-    # verl's sync replay buffer with the project's stop rules (src/training_guard.py says why): it
+    # verl's sync replay buffer with the project's stop rules (src/trainer/guard.py says why): it
     # takes the arguments verl gives its built-in buffer from sampler_kwargs
     # (verl/trainer/ppo/v1/trainer_base.py _build_replay_buffer passes custom samplers only those)
-    ("trainer.v1.sampler.custom_sampler.path", lambda p, c: "pkg://src.training_guard"),
+    ("trainer.v1.sampler.custom_sampler.path", lambda p, c: "pkg://src.trainer.guard"),
     ("trainer.v1.sampler.custom_sampler.name", lambda p, c: "GuardedReplayBuffer"),
     # verl's schema has sampler_kwargs as an empty dict: `++` fills it
     ("++trainer.v1.sampler.sampler_kwargs", lambda p, c: {
@@ -189,33 +192,21 @@ def overrides(plan: RunPlan, cfg: dict) -> list[str]:
 
 def compose(override_list: list[str]) -> DictConfig:
     """verl's ppo_trainer with overrides, composed by Hydra from the installed verl's files (or the
-    same composition remembered by src/verl_cache.py)."""
-    from src import verl_cache
-
-    return verl_cache.composed(override_list, _compose_with_hydra)
+    same composition remembered by src/verl_config/cache.py)."""
+    return cache.composed(override_list, _compose_with_hydra)
 
 
 def _compose_with_hydra(override_list: list[str]) -> DictConfig:
-    from hydra._internal.config_loader_impl import ConfigLoaderImpl
-    from hydra._internal.utils import create_config_search_path
-    from hydra.types import RunMode
-
-    loader = ConfigLoaderImpl(config_search_path=create_config_search_path(str(verl_config_dir())))
-    cfg = loader.load_configuration(config_name="ppo_trainer", overrides=override_list, run_mode=RunMode.RUN)
-    with open_dict(cfg):
-        del cfg["hydra"]
-    return cfg
+    return hydra_internal.compose_dir(str(verl_config_dir()), "ppo_trainer", override_list)
 
 
 def validate(cfg: DictConfig) -> None:
-    """verl's own start-up validation (the same call main_ppo makes), then src/verl_checks.py: what
+    """verl's own start-up validation (the same call main_ppo makes), then src/verl_config/checks.py: what
     validate_config lets through and verl's workers refuse only on the GPU node. verl's warnings
     (e.g. need_critic's "Disabled critic") are shown only when the config passes, so a refusal is
     the one line of the refusal. A pass is remembered for the same config, verl and check code
-    (src/verl_cache.py: importing verl is most of a dry run's time)."""
-    from src import verl_cache
-
-    verl_cache.validated(cfg, _run_verl_validation)
+    (src/verl_config/cache.py: importing verl is most of a dry run's time)."""
+    cache.validated(cfg, _run_verl_validation)
 
 
 def _run_verl_validation(cfg: DictConfig) -> list:
@@ -225,14 +216,12 @@ def _run_verl_validation(cfg: DictConfig) -> list:
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
 
-    from src import verl_checks
-
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("default")
         validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
         # registers grpo_token here as the trainer process will, so verl_checks finds it in verl's registry
         credit_launch.check(cfg)
-        verl_checks.run(cfg)
+        checks.run(cfg)
     return list(caught)
 
 

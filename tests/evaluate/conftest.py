@@ -50,3 +50,11 @@ def testset(tmp_path):
 def scorer_token_env(scorer_service, monkeypatch):
     monkeypatch.setenv("QE_SCORER_TOKEN", TOKEN)
     return scorer_service
+
+
+def same_spans(got: list[dict], want: list[dict]) -> bool:
+    """The same error spans: text, offsets and severity exactly, confidence to 1e-6 (fp32 values
+    move in the 8th digit with the batch an item is scored in; the service batches by load)."""
+    def key(spans):
+        return [(s["text"], s["start"], s["end"], s["severity"]) for s in spans]
+    return key(got) == key(want) and all(abs(a["confidence"] - b["confidence"]) <= 1e-6 for a, b in zip(got, want))

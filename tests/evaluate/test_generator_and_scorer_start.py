@@ -10,9 +10,10 @@ import pytest
 from src.evaluate.generators import PLAIN_CHAT_TEMPLATE, VLLMGenerator, render_prompt
 from src.evaluate.options import UsageError, parse_options
 from src.evaluate.qe_metrics import QEInput, score_segments
-from src.evaluate.scorer_service import EvalScorerPlan, plan_for, started_service
+from src.evaluate.scorer_service import plan_for, started_service
 from src.evaluate.testset import read_testset
-from tests.evaluate.conftest import SCORER_PYTHON, TINY_MODELS
+from src.plan import ScorerModelSpec, ScorerPlan
+from tests.evaluate.conftest import SCORER_PYTHON, TINY_MODELS, same_spans
 from tests.fixtures.tiny_tokenizer import build_tiny_tokenizer
 
 
@@ -89,11 +90,10 @@ def test_the_launchers_scorer_group_composes():
 
 def test_started_service_scores_like_the_running_one(tiny_comet_dir, scorer_service):
     """A service started here (ScorerProcess) gives the same scores as the shared test service."""
-    models = tuple(types.SimpleNamespace(name=name, path=str(tiny_comet_dir / "models" / fx), kind=kind,
-                                         encoder=None)
+    models = tuple(ScorerModelSpec(name=name, path=str(tiny_comet_dir / "models" / fx), kind=kind, encoder=None)
                    for name, (fx, kind) in TINY_MODELS.items() if name in ("cometkiwi_da", "xcomet_xl"))
-    plan = EvalScorerPlan(python=str(SCORER_PYTHON), models=models, device="cpu", dtype="fp32",
-                          batch_tokens=4096, ready_timeout_s=120, restarts=0)
+    plan = ScorerPlan(placement="cpu", device="cpu", training_gpu_index=None, dtype="fp32", python=str(SCORER_PYTHON),
+                      batch_tokens=4096, ready_timeout_s=120, restarts=0, models=models)
     opts = parse_options(["data=x.parquet", "generator=file", "responses=r.jsonl", "metrics=kiwi,xcomet",
                           "xcomet_reference=false"])
     inputs = [QEInput("这只猫坐在垫子上。", "The cat sat on the mat.", "", "en"),
@@ -105,4 +105,4 @@ def test_started_service_scores_like_the_running_one(tiny_comet_dir, scorer_serv
                                   want=["score", "spans"])
     for g, k, x in zip(got, kiwi, xcomet):
         assert g["kiwi"] == pytest.approx(k["score"], abs=1e-6)
-        assert g["xcomet"] == pytest.approx(x["score"], abs=1e-6) and g["spans"] == x["spans"]
+        assert g["xcomet"] == pytest.approx(x["score"], abs=1e-6) and same_spans(g["spans"], x["spans"])

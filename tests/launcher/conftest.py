@@ -5,8 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from src.launch import compose_config
-from src.resolvers import PROJECT_ROOT
+from src.config import PROJECT_ROOT, compose_config
 
 
 @pytest.fixture

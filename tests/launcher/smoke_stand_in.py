@@ -1,7 +1,7 @@
 """Stand-in for verl's GPU-bound trainer in the smoke tests (`debug.train_command_override`).
 
 verl cannot train on CPU. This writes what verl 0.9.1's V1 trainer writes, where it writes it, so the
-smoke verdict (src/smoke.py) reads the same files it reads after a real run:
+smoke verdict (src/pipeline/smoke.py) reads the same files it reads after a real run:
 - resume: like `_load_checkpoint` (verl/trainer/ppo/v1/trainer_base.py) with resume_mode=auto, the
   step in `<checkpoint dir>/latest_checkpointed_iteration.txt` is loaded and training starts at
   step + 1 (`fit`), up to trainer.total_training_steps;

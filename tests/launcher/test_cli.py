@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from src.launch import compose_config, quote_gpu_counts
+from src.config import compose_config
 from tests.launcher.conftest import files_under, launch
 
 SECRETS = {"WANDB_API_KEY": "wandb-secret-0123456789", "HF_TOKEN": "hf_secret_token_abcdef",
@@ -22,6 +22,10 @@ SECRETS = {"WANDB_API_KEY": "wandb-secret-0123456789", "HF_TOKEN": "hf_secret_to
     (["reward=comet,xcomet_xl"], "is a sweep: add --multirun"),
     (["--multirun", "reward=comet,nope"], "Could not find 'reward/nope'"),
     (["--multirun", "gpus=2,0"], "got 0"),
+    # types and enums come from the schema (src/config/schema.py), with the key
+    (["gpus=four"], "gpus=four: Value 'four' of type 'str' could not be converted to Integer"),
+    (["scorer.placement=gpu"], "Invalid value 'gpu', expected one of [shared, dedicated, cpu]"),
+    (["scorer.restarts=-1"], "scorer.restarts must be an integer >= 0, got -1"),
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(isolated_paths, args, needle):
     out, paths = isolated_paths
@@ -58,8 +62,8 @@ def test_dry_run_snapshot_round_trip_and_no_secret_in_any_file(isolated_paths):
     assert plan["world_size"] == 3 and plan["batch"]["tp"] == 1 and plan["algo"] == "dapo"
     verl = yaml.safe_load((snap / "verl_config.yaml").read_text())
     assert verl["trainer"]["default_local_dir"] == plan["checkpoint_dir"]
-    # verl's main_ppo with the time-limit save (src/train_entry.py)
-    assert "-m src.train_entry --config-path=" in (snap / "command.txt").read_text()
+    # verl's main_ppo with the time-limit save (src/trainer/entry.py)
+    assert "-m src.trainer --config-path=" in (snap / "command.txt").read_text()
     env = json.loads((snap / "env.json").read_text())
     assert env["WANDB_API_KEY"] == "<redacted>" and env["HF_TOKEN"] == "<redacted>"
 
@@ -95,16 +99,12 @@ def test_from_snapshot_refuses_overrides_and_non_snapshots(tmp_path):
     assert result.returncode == 2 and "is not a snapshot dir" in result.stderr
 
 
-def test_any_gpu_count_composes_but_group_lists_shipped_files():
-    assert compose_config(["gpus='5'"])["gpus"]["per_node"] == 5
-    assert compose_config(["gpus='8'"])["gpus"]["per_node"] == 8
-
-
-@pytest.mark.parametrize("arg,expected", [
-    ("gpus=4", "gpus='4'"), ("gpus=2,3,4,8", "gpus='2','3','4','8'"), ("gpus=-2", "gpus='-2'"),
-    ("gpus.per_node=4", "gpus.per_node=4"), ("reward=comet", "reward=comet")])
-def test_gpu_counts_are_quoted_for_hydra(arg, expected):
-    assert quote_gpu_counts(arg) == expected
+def test_gpus_is_a_plain_integer_key():
+    # any count composes; the plan decides which ones verl can split (tests above: gpus=0, -2)
+    assert compose_config(["gpus=5"])["gpus"] == 5
+    assert compose_config(["gpus=8"])["gpus"] == 8
+    # the quoted form of the former `gpus` config group (old sweep files, old snapshots' overrides.yaml)
+    assert compose_config(["gpus='3'"])["gpus"] == 3
 
 
 def _job_plans(out) -> dict:
@@ -155,7 +155,7 @@ def test_checkpoint_dir_holding_another_run_is_refused_with_the_keys(isolated_pa
     # what a hash collision or a hand-set path would leave: the dir records another lr
     lr = yaml.safe_load((snap / "verl_config.yaml").read_text())["actor_rollout_ref"]["actor"]["optim"]["lr"]
     assert lr == 3e-6
-    from src import run_identity
+    from src.record import identity as run_identity
     from tests.launcher.test_run_identity import _identified
     same_data = [p for p in paths if p.startswith(("paths.data_root", "paths.model_root"))]
     recorded = _identified(["trainer.lr=1e-6"] + same_data, out.parent / "other")[2]

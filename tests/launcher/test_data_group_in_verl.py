@@ -8,7 +8,7 @@ from omegaconf import open_dict
 
 from src import verl_config
 from src.data.prepare import main as prepare
-from src.launch import compose_config
+from src.config import compose_config
 from src.plan import build_plan
 from tests.fixtures.tiny_tokenizer import build_tiny_tokenizer
 

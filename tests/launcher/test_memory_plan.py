@@ -1,4 +1,4 @@
-"""The per-GPU memory plan (src/memory_plan.py) against measured peaks (src/memory_measured.py, from
+"""The per-GPU memory plan (src/plan/memory.py) against measured peaks (src/plan/memory_measured.py, from
 benches/memory.py) and published figures, scorer placement, vLLM's derived share, and the refusal of
 plans that cannot fit. GiB = 2^30 bytes throughout."""
 import itertools
@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from src.memory_measured import (H100_80GB_TOTAL_GIB, POLICY_SHAPES, POLICY_STEP_PEAKS, POLICY_UPDATE_PEAKS,
+from src.plan.memory_measured import (H100_80GB_TOTAL_GIB, POLICY_SHAPES, POLICY_STEP_PEAKS, POLICY_UPDATE_PEAKS,
                                  ROLLOUT_PROFILE_PEAKS, SCORER_PEAKS, policy_fit_bytes, policy_transient_gib,
                                  policy_update_transient_bytes)
-from src.memory_plan import VLLM_OVERHEAD_GB, ScorerModel, scorer_need_gb
+from src.plan.memory import VLLM_OVERHEAD_GB, ScorerModel, scorer_need_gb
 from src.plan import PlanError, build_plan
 from tests.launcher.conftest import files_under, launch
 
@@ -22,14 +22,14 @@ FIT_SLACK = 1.5
 
 @pytest.fixture(scope="module")
 def plan_of():
-    from src.launch import compose_config, quote_gpu_counts
+    from src.config import compose_config
 
     cache = {}
 
     def make(*overrides, gpu_memory_gb=None):
         key = (overrides, gpu_memory_gb)
         if key not in cache:
-            cfg = compose_config([quote_gpu_counts(o) for o in overrides])
+            cfg = compose_config(list(overrides))
             try:
                 cache[key] = build_plan(cfg, run_dir="r", gpu_memory_gb=gpu_memory_gb)
             except PlanError as exc:
@@ -39,7 +39,7 @@ def plan_of():
 
 
 # Encoder shapes + parameter counts of the real checkpoints (conf/scorer/default.yaml), each measured
-# forward peak of src/memory_measured.py (stock comet classes, benches/memory.py) against the plan.
+# forward peak of src/plan/memory_measured.py (stock comet classes, benches/memory.py) against the plan.
 SCORER_SHAPES = {"cometkiwi_da": (0.57, 24, 1024, 4096, 16), "comet_da": (0.58, 24, 1024, 4096, 16),
                  "xcomet_xl": (3.5, 36, 2560, 10240, 32), "xcomet_xxl": (10.7, 48, 4096, 16384, 32)}
 
@@ -87,7 +87,7 @@ def test_policy_micro_batch_figure_covers_the_measured_fsdp_peak(row):
 
 def test_measured_policies_are_the_shipped_model_configs():
     """The plan finds a policy's measured line by its shapes: they must be those of conf/model/*.yaml."""
-    from src.launch import compose_config
+    from src.config import compose_config
 
     for name, shape in POLICY_SHAPES.items():
         m = compose_config([f"model={name}"])["model"]
@@ -145,7 +145,7 @@ def test_default_micro_batch_is_the_measured_one(plan_of):
 
 def test_vllm_overhead_covers_the_measured_profile_run():
     """vLLM subtracts its profile run's activation peak (measured for every shipped model and tp) plus CUDA
-    graphs and non-torch memory (published, src/memory_measured.py) before its KV cache."""
+    graphs and non-torch memory (published, src/plan/memory_measured.py) before its KV cache."""
     assert all(peak < VLLM_OVERHEAD_GB for _, peak in ROLLOUT_PROFILE_PEAKS.values())
 
 
@@ -163,7 +163,7 @@ def test_actor_state_from_published_counts(plan_of):
 def test_default_gpu_size_fits_a_real_80gb_card(plan_of):
     """nvidia-smi reports 81559 MiB for an H100 80GB HBM3 (A100 80GB: 81920 MiB): the default memory.gpu_gb
     must not exceed what the card gives, and the default plan must fit it."""
-    from src.launch import compose_config
+    from src.config import compose_config
 
     assert compose_config([])["memory"]["gpu_gb"] <= H100_80GB_TOTAL_GIB == pytest.approx(79.65, abs=0.01)
     default = plan_of()
@@ -209,7 +209,7 @@ def test_xcomet_xxl_shared_with_7b_on_80gb_is_refused_with_numbers_and_alternati
     assert isinstance(got, PlanError)
     msg = str(got)
     assert "\n" not in msg
-    # measured (src/memory_measured.py): XCOMET-XXL bf16 at 16384 tokens keeps 18.9 GiB of activations beside its
+    # measured (src/plan/memory_measured.py): XCOMET-XXL bf16 at 16384 tokens keeps 18.9 GiB of activations beside its
     # 20 GiB of weights; the message names those numbers and where they come from
     assert "cometkiwi_da+xcomet_xxl shared does not fit" in msg
     assert " update: " in msg and f"> {got_gpu(msg)} GiB" in msg, msg

@@ -10,7 +10,7 @@ from .test_verl_oracle import rank_split
 
 @pytest.fixture(scope="module")
 def base_cfg():
-    from src.launch import compose_config
+    from src.config import compose_config
     return compose_config([])
 
 
@@ -28,7 +28,7 @@ def with_(cfg, **changes):
 
 def test_design_defaults_need_no_adjustment_for_2_3_4_8_gpus(base_cfg):
     for g in (2, 3, 4, 8):
-        plan = build_plan(with_(base_cfg, gpus__per_node=g), run_dir="r")
+        plan = build_plan(with_(base_cfg, gpus=g), run_dir="r")
         b = plan.batch
         assert (b.P, b.n, b.m, b.mu, b.lam) == (48, 8, 24, 8, 16)
         assert b.tp == (1 if g == 3 else 2)  # 3 GPUs: TP 2 cannot divide; Qwen2.5-3B has 2 KV heads
@@ -38,7 +38,7 @@ def test_design_defaults_need_no_adjustment_for_2_3_4_8_gpus(base_cfg):
 
 
 def test_intent_is_moved_to_the_nearest_valid_values_with_reasons(base_cfg):
-    cfg = with_(base_cfg, gpus__per_node=5, batch__prompts_per_step=50, batch__mini_batch_prompts=12,
+    cfg = with_(base_cfg, gpus=5, batch__prompts_per_step=50, batch__mini_batch_prompts=12,
                 batch__samples_per_prompt=4)
     plan = build_plan(cfg, run_dir="r")
     b = plan.batch
@@ -53,7 +53,7 @@ def test_intent_is_moved_to_the_nearest_valid_values_with_reasons(base_cfg):
 
 def test_pin_that_breaks_a_rule_is_refused_with_rule_and_nearest_values(base_cfg):
     with pytest.raises(PlanError) as err:
-        build_plan(with_(base_cfg, data__train_batch_size=7, gpus__per_node=4), run_dir="r")
+        build_plan(with_(base_cfg, data__train_batch_size=7, gpus=4), run_dir="r")
     msg = str(err.value)
     assert "\n" not in msg
     assert "data.train_batch_size=7" in msg and "P >= m" in msg and "{24}" in msg
@@ -73,8 +73,8 @@ def test_valid_pin_is_kept_and_not_reported_as_adjustment(base_cfg):
 
 
 @pytest.mark.parametrize("key,value,needle", [
-    ("gpus__per_node", 0, "gpus (GPUs per node) must be a positive integer, got 0"),
-    ("gpus__per_node", -2, "got -2"),
+    ("gpus", 0, "gpus (GPUs per node) must be a positive integer, got 0"),
+    ("gpus", -2, "got -2"),
     ("nodes", 0, "nodes must be a positive integer, got 0"),
     ("batch__samples_per_prompt", 0, "batch.samples_per_prompt"),
     ("reward__mode", "sometimes", "reward.mode must be off, train or eval"),
@@ -89,7 +89,7 @@ def test_names_and_checkpoint_dir_are_stable_and_follow_the_layout(base_cfg):
     cfg = with_(base_cfg, paths__results_root="/res", nodes=2, seed=7)
     plan = build_plan(cfg, run_dir="r")
     assert plan.world_size == 8
-    # the prefix until the run id is known (src/run_identity.py), then the run's own dir below it
+    # the prefix until the run id is known (src/record/identity.py), then the run's own dir below it
     assert plan.checkpoint_dir == "/res/qwen2.5_3b/xcomet_xl_train/grpo/gpus8"
     assert plan.wandb_project == "qe-rl-xcomet_xl-train-s384"
     named = with_identity(plan, "0123abcd", "seed7_lr3e-06")
@@ -103,14 +103,14 @@ def test_names_and_checkpoint_dir_are_stable_and_follow_the_layout(base_cfg):
 
 
 def test_single_node_ray_cpus(base_cfg):
-    plan = build_plan(with_(base_cfg, gpus__per_node=8), run_dir="r")
+    plan = build_plan(with_(base_cfg, gpus=8), run_dir="r")
     assert plan.ray_cpus_needed == 34 and plan.ray_num_cpus == 34
     with pytest.raises(PlanError, match="ray_num_cpus=20 is below the 34"):
-        build_plan(with_(base_cfg, gpus__per_node=8, ray_num_cpus=20), run_dir="r")
+        build_plan(with_(base_cfg, gpus=8, ray_num_cpus=20), run_dir="r")
 
 
 def test_dynamic_bsz_keeps_only_its_rules(base_cfg):
-    plan = build_plan(with_(base_cfg, batch__dynamic_bsz=True, gpus__per_node=3), run_dir="r")
+    plan = build_plan(with_(base_cfg, batch__dynamic_bsz=True, gpus=3), run_dir="r")
     assert plan.batch.mu is None and plan.batch.lam is None
     assert plan.batch.max_token_len_per_gpu == 2 * (256 + 1024)
     with pytest.raises(PlanError, match="max_token_len_per_gpu=100 is below"):
@@ -125,7 +125,7 @@ def test_dynamic_bsz_keeps_only_its_rules(base_cfg):
        pin_mu=st.one_of(st.none(), st.integers(1, 32)))
 def test_property_plan_is_valid_or_refuses_with_a_named_rule(base_cfg, gpus, nodes, P, n, m, mu, lam, tp, kv,
                                                               pin_p, pin_mu):
-    cfg = with_(base_cfg, gpus__per_node=gpus, nodes=nodes, batch__prompts_per_step=P,
+    cfg = with_(base_cfg, gpus=gpus, nodes=nodes, batch__prompts_per_step=P,
                 batch__samples_per_prompt=n, batch__mini_batch_prompts=m, batch__micro_batch_per_gpu=mu,
                 batch__log_prob_micro_batch_per_gpu=lam, model__rollout_tp=tp, model__num_kv_heads=kv,
                 data__train_batch_size=pin_p,
@@ -142,7 +142,7 @@ def test_property_plan_is_valid_or_refuses_with_a_named_rule(base_cfg, gpus, nod
         assert "must be a positive integer" in msg or "breaks verl rule" in msg
         return
     b = plan.batch
-    # verl's own batch split (tests/launcher/test_verl_oracle.py), not src.verl_rules
+    # verl's own batch split (tests/launcher/test_verl_oracle.py), not src/plan/verl_rules.py
     assert rank_split(gpus * nodes, b.P, b.n, b.m, b.mu, b.lam)["padding"] == 0
     assert b.P >= b.m  # verl/workers/config/actor.py ActorConfig.validate
     # rollout mesh (engine_workers.py init_model), vLLM TP inside a node, KV heads split over TP

@@ -16,14 +16,14 @@ from pathlib import Path
 import pytest
 
 from src import verl_config
-from src.launch import CONF_DIR
+from src.config import CONF_DIR
 from src.plan import PlanError, build_plan
 
-from .test_group_combinations import group_options
+from .test_group_combinations import GPUS, group_options
 from .test_verl_oracle import verl_accepts
 
 PRESETS = sorted(p.stem for p in Path(CONF_DIR, "experiment").glob("*.yaml"))
-MODELS, REWARDS, ALGOS, GPUS = (group_options(g) for g in ("model", "reward", "algo", "gpus"))
+MODELS, REWARDS, ALGOS = (group_options(g) for g in ("model", "reward", "algo"))
 
 
 def test_presets_are_found_and_are_hydra_options():
@@ -36,7 +36,7 @@ def overrides(preset, model=None, reward=None, algo=None, gpus=None):
     out += [f"model={model}"] if model else []
     out += [f"reward={reward}"] if reward else []
     out += [f"algo={algo}"] if algo else []
-    out += [f"gpus='{gpus}'"] if gpus else []
+    out += [f"gpus={gpus}"] if gpus else []
     return out
 
 

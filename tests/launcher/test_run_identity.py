@@ -5,8 +5,10 @@ import json
 import pytest
 from omegaconf import OmegaConf
 
-from src import run_identity, verl_config
-from src.launch import compose_config, identify
+from src import verl_config
+from src.record import identity as run_identity
+from src.config import compose_config
+from src.pipeline import identify
 from src.plan import build_plan
 
 
@@ -18,7 +20,7 @@ def _verl_keys() -> dict:
 def test_every_verl_key_is_either_training_or_excluded():
     unclassified = [k for k in _verl_keys() if run_identity.classify(k) is None]
     assert unclassified == [], ("verl has keys neither training nor excluded; add each to "
-                                f"src/run_identity.py EXCLUDED (with why) or the training rules: {unclassified}")
+                                f"src/record/identity.py EXCLUDED (with why) or the training rules: {unclassified}")
 
 
 def test_every_exclusion_rule_still_names_a_verl_key():
@@ -64,7 +66,7 @@ def test_id_ignores_where_it_logs_and_saves_but_not_what_it_trains(tmp_path):
 
 def test_readable_name_follows_override_dirname_and_ignores_order():
     a = ["trainer.lr=3e-6", "reward.weights.bleu=0.5", "+verl.actor_rollout_ref.actor.clip_ratio_c=3.0",
-         "reward=comet", "gpus='4'", "dry_run=true", "paths.results_root=/x", "trainer.save_freq=5"]
+         "reward=comet", "gpus=4", "dry_run=true", "paths.results_root=/x", "trainer.save_freq=5"]
     name = run_identity.readable_name(a, seed=3)
     assert name == "seed3_bleu0.5_lr3e-06_clip_ratio_c3.0"
     assert run_identity.readable_name(list(reversed(a)), seed=3) == name

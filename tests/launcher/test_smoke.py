@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from src import smoke, verl_config
+from src import verl_config
+from src.pipeline import smoke
 from src.data.parquet_io import write_parquet_atomic
 from src.data.rows import Example, make_row
-from src.launch import compose_config
+from src.config import compose_config
 from src.plan import build_plan
 from tests.rewards.conftest import NETGUARD, tiny_comet_dir  # noqa: F401  (a fixture, re-exported)
 
@@ -32,7 +33,7 @@ PAIRS = [("今天天气很好。", "The weather is nice today."), ("我喜欢读
 
 @pytest.mark.parametrize("gpus", ["1", "2"])
 def test_preset_composes_plans_and_verl_validates_it(gpus, tmp_path):
-    composed = compose_config(["experiment=smoke", f"gpus='{gpus}'", f"paths.output_dir={tmp_path}"])
+    composed = compose_config(["experiment=smoke", f"gpus={gpus}", f"paths.output_dir={tmp_path}"])
     assert composed["smoke"] is True and composed["model"]["name"] == "qwen2.5_0.5b"
     plan = build_plan(composed, run_dir=str(tmp_path / "run"))
     assert plan.world_size == int(gpus) and plan.batch.P == 4 and plan.adjustments == ()
@@ -83,7 +84,7 @@ def test_smoke_run_passes_every_stage_resumes_and_prints_the_verdict(tmp_path, t
     starts = [json.loads(l) for l in (run_dir / "stand_in.jsonl").read_text().splitlines()]
     assert [(s["resumed_from"], s["steps"]) for s in starts] == [(0, [1, 2]), (1, [2])]
     # the reward the verdict shows is the real reward function's, scored by the real service
-    # the launcher puts verl's metrics file beside the checkpoints (src/launch.py _run_env)
+    # the launcher puts verl's metrics file beside the checkpoints (src/node/environment.py run_env)
     (first,) = [p for p in (tmp_path / "out").rglob("metrics/*.jsonl") if not p.stem.endswith("-resume")]
     scores = {s: m["critic/score/mean"] for s, m in smoke.read_metrics(first).items()}
     assert f"step 1 {scores[1]:.4g}" in verdict["reward"]

@@ -9,8 +9,11 @@ import pytest
 from hydra import initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
-from src import code_snapshot, ray_cluster, slurm_request
-from src.launch import CONF_DIR, precheck
+from src.node import ray_cluster
+from src.record import code_snapshot
+from src.slurm import request as slurm_request
+from src.config import CONF_DIR
+from src.pipeline import precheck
 from src.plan import build_plan
 from tests.launcher.conftest import files_under, launch
 from tests.launcher.test_plan import with_
@@ -18,7 +21,7 @@ from tests.launcher.test_plan import with_
 
 @pytest.fixture(scope="module")
 def base_cfg():
-    from src.launch import compose_config
+    from src.config import compose_config
     return compose_config([])
 
 
@@ -35,7 +38,7 @@ def test_sweeps_dir_is_the_sweep_group():
     (["+sweep=seeds"], 3),
     (["+sweep=reward_grid", "algo=dapo"], 3),          # the command line wins over the sweep's params
     (["+sweep=seeds", "reward=comet,word_qe"], 6),     # and adds its own sweeps
-    (["reward=comet,xcomet_xl", "gpus='2','4'"], 4),
+    (["reward=comet,xcomet_xl", "gpus=2,'4'"], 4),
 ])
 def test_precheck_expands_sweep_configs_like_hydra(args, jobs):
     assert precheck(args, multirun=True, environ={}) == jobs
@@ -66,7 +69,7 @@ def test_a_bad_combination_inside_a_sweep_file_is_refused_before_submission(isol
      "hydra.launcher.gpus_per_node=4 is derived from the plan"),
     (["--multirun", "hydra/launcher=slurm", "hydra.launcher.cpus_per_task=8"], "set slurm.cpus_per_task instead"),
     (["--multirun", "hydra/launcher=slurm", "slurm.cpus_per_task=0"], "slurm.cpus_per_task must be a positive"),
-    (["--multirun", "hydra/launcher=slurm", "scorer.placement=elsewhere"], "scorer.placement must be"),
+    (["--multirun", "hydra/launcher=slurm", "scorer.placement=elsewhere"], "scorer.placement=elsewhere: Invalid value 'elsewhere', expected one of [shared, dedicated, cpu]"),
     (["--multirun", "hydra/launcher=slurm", "slurm.setup=['export T=hf_secret_token_abcdef']"],
      "the value of $HF_TOKEN appears in the config"),
 ])
@@ -83,32 +86,33 @@ def test_bad_sweep_or_slurm_input_is_one_line_exit_2_and_writes_nothing(isolated
 
 # ------------------------------------------------------------------------------ what a job asks for
 def test_node_resources_come_from_the_plan(base_cfg):
-    shared = build_plan(with_(base_cfg, gpus__per_node=4), run_dir="r")
+    shared = build_plan(with_(base_cfg, gpus=4), run_dir="r")
     assert (shared.node_gpus, shared.node_cpus, shared.scorer_gpus_per_node) == (4, 22, 0)
-    dedicated = build_plan(with_(base_cfg, gpus__per_node=4, scorer__placement="dedicated"), run_dir="r")
+    dedicated = build_plan(with_(base_cfg, gpus=4, scorer__placement="dedicated"), run_dir="r")
     assert (dedicated.node_gpus, dedicated.node_cpus, dedicated.scorer_gpus_per_node) == (5, 22, 1)
-    two = build_plan(with_(base_cfg, gpus__per_node=4, scorer__placement="dedicated", scorer__dedicated_gpus=2),
+    two = build_plan(with_(base_cfg, gpus=4, scorer__placement="dedicated", scorer__dedicated_gpus=2),
                      run_dir="r")
     assert two.node_gpus == 6
     # the user's CPU count wins only when it is larger than what Ray needs
-    assert build_plan(with_(base_cfg, gpus__per_node=4, slurm__cpus_per_task=48), run_dir="r").node_cpus == 48
-    assert build_plan(with_(base_cfg, gpus__per_node=4, slurm__cpus_per_task=8), run_dir="r").node_cpus == 22
+    assert build_plan(with_(base_cfg, gpus=4, slurm__cpus_per_task=48), run_dir="r").node_cpus == 48
+    assert build_plan(with_(base_cfg, gpus=4, slurm__cpus_per_task=8), run_dir="r").node_cpus == 22
     # per node, not per world: a 2x8 job asks for 34 CPUs on each node
-    assert build_plan(with_(base_cfg, gpus__per_node=8, nodes=2), run_dir="r").node_cpus == 34
+    assert build_plan(with_(base_cfg, gpus=8, nodes=2), run_dir="r").node_cpus == 34
 
 
 def test_wandb_run_id_is_stable_per_training_config(tmp_path):
-    # the id comes from the run identity (src/run_identity.py), not from the run dir: a requeue or a
+    # the id comes from the run identity (src/record/identity.py), not from the run dir: a requeue or a
     # re-run in another Hydra dir continues the same wandb run; another seed is another run
     from src import verl_config
-    from src.launch import compose_config, identify
+    from src.config import compose_config
+    from src.pipeline import identify
 
     def wandb_id(overrides, run_dir):
         cfg = compose_config(overrides + [f"paths.results_root={tmp_path}/results"])
         plan = build_plan(cfg, run_dir=str(tmp_path / run_dir))
         return identify(plan, cfg, overrides, verl_config.build(plan, cfg), None)[0].wandb_run_id
 
-    a, b, c = wandb_id(["gpus='4'"], "run-1"), wandb_id(["gpus='4'"], "run-2"), wandb_id(["gpus='4'", "seed=2"], "run-1")
+    a, b, c = wandb_id(["gpus=4"], "run-1"), wandb_id(["gpus=4"], "run-2"), wandb_id(["gpus=4", "seed=2"], "run-1")
     assert a == b != c
     assert a.startswith("qerl-") and len(a) <= 64
 
@@ -118,7 +122,7 @@ def test_executor_params_one_task_per_node_chdir_and_requeue(base_cfg):
                 "timeout_min": 60, "tasks_per_node": 1, "nodes": 1, "gpus_per_node": None, "cpus_per_task": None,
                 "additional_parameters": {"requeue": True}, "setup": ["export HF_HUB_OFFLINE=1"],
                 "signal_delay_s": 300, "account": None}
-    plan = build_plan(with_(base_cfg, gpus__per_node=8, nodes=2, scorer__placement="dedicated"), run_dir="r")
+    plan = build_plan(with_(base_cfg, gpus=8, nodes=2, scorer__placement="dedicated"), run_dir="r")
     params = slurm_request.executor_params(launcher, plan, False, ["module load cuda"], code_dir="/sweep/code")
     assert params["nodes"] == 2 and params["tasks_per_node"] == 1
     assert params["gpus_per_node"] == 9 and params["cpus_per_task"] == 34
@@ -134,7 +138,7 @@ def test_executor_params_one_task_per_node_chdir_and_requeue(base_cfg):
 
 def test_the_time_limit_signal_comes_from_the_plan(base_cfg):
     # the sbatch --time/--signal pair is the plan's, which checked that the signal leaves room for
-    # the step in progress and the requeue (src/time_limit.py)
+    # the step in progress and the requeue (src/plan/time_limit.py)
     launcher = {"_target_": "x", "submitit_folder": "/s/%j", "timeout_min": 60, "signal_delay_s": 120}
     plan = build_plan(with_(base_cfg, slurm__timeout_min=90, slurm__signal_delay_s=600), run_dir="r")
     assert (plan.time_limit.timeout_min, plan.time_limit.signal_delay_s, plan.time_limit.stop_by_s) == (90, 600, 580)
@@ -143,13 +147,23 @@ def test_the_time_limit_signal_comes_from_the_plan(base_cfg):
 
 
 # ------------------------------------------------------------------------------ code snapshot
+def test_code_snapshot_scrubs_secrets_from_the_recorded_diff(tmp_path, monkeypatch):
+    from src.record import git_state
+
+    token = "hf_pasted_into_a_script_123456"
+    monkeypatch.setattr(git_state, "current", lambda: ("sha: abc\n", f"+HF_TOKEN = '{token}'\n"))
+    copy = code_snapshot.write(tmp_path / "code", environ={"HF_TOKEN": token})
+    diff = (copy / "git.diff").read_text()
+    assert token not in diff and "<redacted>" in diff
+
+
 def test_code_snapshot_runs_as_the_checkout_it_came_from(tmp_path):
     copy = code_snapshot.write(tmp_path / "sweep" / "code")
     assert {"src", "conf", "sweeps", "hydra_plugins"} <= {p.name for p in copy.iterdir()}
     assert not list(copy.rglob("__pycache__"))
     marker = json.loads((copy / "CODE_SNAPSHOT.json").read_text())
-    probe = ("from src.resolvers import CODE_ROOT, PROJECT_ROOT; from src.launch import CONF_DIR; "
-             "from src.code_snapshot import recorded_git_state; "
+    probe = ("from src.config import CODE_ROOT, CONF_DIR, PROJECT_ROOT; "
+             "from src.record.git_state import recorded_git_state; "
              "print(CODE_ROOT); print(PROJECT_ROOT); print(CONF_DIR); print(recorded_git_state()[0].splitlines()[0])")
     out = subprocess.run([sys.executable, "-c", probe], cwd=copy, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
@@ -209,7 +223,7 @@ def test_multi_node_run_outside_a_slurm_job_is_refused(isolated_paths):
 
 
 def test_slurm_multinode_launcher_adds_whole_nodes():
-    from src.launch import _compose
+    from src.config import compose as _compose
     from omegaconf import OmegaConf
 
     cfg = _compose(["hydra/launcher=slurm_multinode", "nodes=2"], with_hydra=True)
@@ -223,7 +237,7 @@ def test_slurm_multinode_launcher_adds_whole_nodes():
 def test_submitit_errors_are_reduced_to_the_line_that_says_what_happened():
     from submitit.core.utils import FailedJobError, UncompletedJobError
 
-    from src.slurm_sweep import _submitit_error
+    from src.slurm.sweep import _submitit_error
 
     class FakeJob:
         def get_info(self, mode):
@@ -246,17 +260,17 @@ def test_local_example_composes_and_sets_the_slurm_request(tmp_path):
     # conf/local/default.yaml.example, used as the git-ignored conf/local/default.yaml of a checkout
     import shutil
 
-    from src.resolvers import CODE_ROOT
+    from src.config import CODE_ROOT
 
     checkout = tmp_path / "checkout"
     for name in ("src", "conf", "hydra_plugins", "sweeps"):
         shutil.copytree(CODE_ROOT / name, checkout / name, ignore=shutil.ignore_patterns("__pycache__", "local"))
     (checkout / "conf" / "local").mkdir()
     shutil.copy(CODE_ROOT / "conf" / "local" / "default.yaml.example", checkout / "conf" / "local" / "default.yaml")
-    probe = ("from omegaconf import OmegaConf; from src.launch import _compose, precheck; "
+    probe = ("from omegaconf import OmegaConf; from src.config import compose as _compose; from src.pipeline import precheck; "
              "c = _compose(['hydra/launcher=slurm'], with_hydra=True); "
              "print(OmegaConf.to_container(c.hydra.launcher, resolve=True)['partition'], c.slurm.mem_gb); "
-             "print(precheck(['hydra/launcher=slurm', \"gpus='2','4'\"], True, {}))")
+             "print(precheck(['hydra/launcher=slurm', \"gpus=2,'4'\"], True, {}))")
     out = subprocess.run([sys.executable, "-c", probe], cwd=checkout, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["gpu", "256", "2"]

@@ -1,9 +1,9 @@
-"""src/runner.py's TimeLimitWatch with a real child process, in-process signals, no Slurm.
+"""src/node/training.py's TimeLimitWatch with a real child process, in-process signals, no Slurm.
 
 The handler that was installed before the watch stands in for submitit's (which calls
 `scontrol requeue` and exits the job); tests/slurm/test_time_limit.py runs the real one on the
-dev cluster. The child is a small trainer that speaks the flag protocol of src/train_entry.py
-through src/time_limit.py, or ignores it.
+dev cluster. The child is a small trainer that speaks the flag protocol of src/trainer/entry.py
+through src/trainer/time_limit.py, or ignores it.
 """
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from src import runner, time_limit
+from src.node import training
+from src.trainer import time_limit
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -24,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 # would kill it unless the runner blocked the signal in it
 CHILD = """
 import json, os, signal, sys, time
-from src import time_limit
+from src.trainer import time_limit
 ckpt, obey = sys.argv[1], sys.argv[2] == "obey"
 with open(os.path.join(ckpt, "child.json"), "w") as f:
     json.dump(sorted(s.name for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])), f)
@@ -65,8 +66,8 @@ def run_child(tmp_path: Path, mode: str, stop_by_s: float, signal_after_s: float
     if signal_after_s is not None:
         # from outside, like slurmstepd
         subprocess.Popen(["bash", "-c", f"sleep {signal_after_s}; kill -USR2 {os.getpid()}"])
-    watch = runner.TimeLimitWatch(str(ckpt), stop_by_s)
-    code = runner.run([sys.executable, "-c", CHILD, str(ckpt), mode], env, tmp_path / "train.log", watch=watch)
+    watch = training.TimeLimitWatch(str(ckpt), stop_by_s)
+    code = training.run([sys.executable, "-c", CHILD, str(ckpt), mode], env, tmp_path / "train.log", watch=watch)
     return code, ckpt, (tmp_path / "train.log").read_text()
 
 
@@ -98,7 +99,7 @@ def test_training_that_does_not_end_in_time_is_stopped_at_the_deadline_and_still
 def test_outside_a_submitit_job_the_signal_ends_the_run_with_one_line(tmp_path):
     old = signal.signal(signal.SIGUSR2, signal.SIG_DFL)
     try:
-        with pytest.raises(runner.TimeLimitReached) as err:
+        with pytest.raises(training.TimeLimitReached) as err:
             run_child(tmp_path, "obey", stop_by_s=30)
     finally:
         signal.signal(signal.SIGUSR2, old)
@@ -111,7 +112,7 @@ def test_without_a_signal_nothing_changes(tmp_path, previous_handler):
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()
     time_limit.request(ckpt, "SIGUSR2", 5)   # a stale flag of an earlier attempt
-    code = runner.run([sys.executable, "-c", "print('done')"], dict(os.environ), tmp_path / "train.log",
-                      watch=runner.TimeLimitWatch(str(ckpt), 30))
+    code = training.run([sys.executable, "-c", "print('done')"], dict(os.environ), tmp_path / "train.log",
+                      watch=training.TimeLimitWatch(str(ckpt), 30))
     assert code == 0 and previous_handler == []
     assert not time_limit.requested(ckpt)

@@ -1,4 +1,4 @@
-"""src/train_entry.py against verl 0.9.1's real trainer classes: the time-limit save.
+"""src/trainer/entry.py against verl 0.9.1's real trainer classes: the time-limit save.
 
 The trainer under test is verl's own PPOTrainerSync with TimeLimitSave mixed in, and its
 `_save_checkpoint` is verl's own. It is built partially (object.__new__, attributes set here):
@@ -18,7 +18,9 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf, open_dict
 
-from src import time_limit, train_entry, verl_config
+from src import verl_config
+from src.trainer import entry as train_entry
+from src.trainer import time_limit
 
 
 class ActorWorkerGroup:
@@ -143,7 +145,7 @@ def test_a_new_launch_clears_the_last_attempts_flags(tmp_path):
 
 
 def test_the_entry_runs_verls_main_with_the_time_limited_trainer_in_the_task_runner_actor(tmp_path):
-    """`python -m src.train_entry` as the runner starts it, on CPU: Hydra, verl's validate_config,
+    """`python -m src.trainer` as the runner starts it, on CPU: Hydra, verl's validate_config,
     verl's run_ppo with a local Ray, our TaskRunner actor (imported by reference from src), verl's
     TaskRunnerV1.run building the time-limited trainer. Training cannot start on CPU: the run ends
     in verl's trainer init where it asks Ray for GPUs, after the trainer was built."""
@@ -177,12 +179,12 @@ def test_the_entry_runs_verls_main_with_the_time_limited_trainer_in_the_task_run
         "actor_rollout_ref.rollout.tensor_model_parallel_size=1", "actor_rollout_ref.rollout.name=vllm",
         f"actor_rollout_ref.model.path={model}", f"critic.model.path={model}"])
     (tmp_path / "verl_config.yaml").write_text(OmegaConf.to_yaml(config))
-    repo = Path(train_entry.__file__).resolve().parents[1]
+    repo = Path(train_entry.__file__).resolve().parents[2]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "RAY_"))}
     # Ray's socket paths must stay under 108 bytes: not under pytest's tmp_path
     ray_tmp = tempfile.mkdtemp(prefix="qe-ray-", dir="/tmp")
     env.update(PYTHONPATH=str(repo), RAY_USAGE_STATS_ENABLED="0", RAY_TMPDIR=ray_tmp)
-    proc = subprocess.Popen([sys.executable, "-m", "src.train_entry", f"--config-path={tmp_path}",
+    proc = subprocess.Popen([sys.executable, "-m", "src.trainer", f"--config-path={tmp_path}",
                              "--config-name=verl_config", f"hydra.run.dir={tmp_path / 'run'}", "hydra.output_subdir=null"],
                             cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
@@ -195,7 +197,7 @@ def test_the_entry_runs_verls_main_with_the_time_limited_trainer_in_the_task_run
             pass
         shutil.rmtree(ray_tmp, ignore_errors=True)
     assert proc.returncode != 0, out[-3000:]
-    assert (f"train_entry: trainer TimeLimitedPPOTrainerSync; on a Slurm time limit it saves the step in progress "
+    assert (f"src.trainer: trainer TimeLimitedPPOTrainerSync; on a Slurm time limit it saves the step in progress "
             f"(asked through {tmp_path / 'ckpt' / 'time_limit'})") in out, out[-5000:]
     # verl built the trainer and ran its init up to the GPU boundary (verl/single_controller/ray/base.py,
     # ResourcePoolManager._check_resource_available)

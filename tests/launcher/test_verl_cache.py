@@ -1,12 +1,13 @@
-"""src/verl_cache.py: a remembered composition or verdict is what verl itself gives for the same
+"""src/verl_config/cache.py: a remembered composition or verdict is what verl itself gives for the same
 inputs, a refusal is never remembered, and every input of the key invalidates it."""
 import warnings
 
 import pytest
 from omegaconf import OmegaConf
 
-from src import verl_cache, verl_config
-from src.launch import compose_config
+from src import verl_config
+from src.verl_config import cache as verl_cache
+from src.config import compose_config
 from src.plan import build_plan
 
 
@@ -18,7 +19,7 @@ def cache(tmp_path, monkeypatch):
 
 
 def _overrides(*extra):
-    cfg = compose_config(["reward=comet", "algo=dapo", "gpus='3'", *extra])
+    cfg = compose_config(["reward=comet", "algo=dapo", "gpus=3", *extra])
     return verl_config.overrides(build_plan(cfg, run_dir="r"), cfg)
 
 
@@ -28,7 +29,7 @@ def _never(cfg):
 
 def test_remembered_composition_equals_hydras(cache):
     ov = _overrides()
-    fresh = verl_config._compose_with_hydra(ov)
+    fresh = verl_config.ppo_trainer._compose_with_hydra(ov)
     first = verl_config.compose(ov)  # miss: composed by Hydra, stored
     again = verl_config.compose(ov)  # hit: read back
     assert len(list(cache.glob("*.json"))) == 1
@@ -44,7 +45,7 @@ def test_pass_is_reused_with_verls_warnings_and_refusal_is_not_stored(cache):
     cfg = verl_config.compose(_overrides())
     with warnings.catch_warnings(record=True) as first:
         warnings.simplefilter("always")
-        assert verl_cache.validated(cfg, verl_config._run_verl_validation) is False  # verl ran
+        assert verl_cache.validated(cfg, verl_config.ppo_trainer._run_verl_validation) is False  # verl ran
     with warnings.catch_warnings(record=True) as second:
         warnings.simplefilter("always")
         assert verl_cache.validated(cfg, _never) is True
@@ -55,7 +56,7 @@ def test_pass_is_reused_with_verls_warnings_and_refusal_is_not_stored(cache):
     OmegaConf.update(bad, "actor_rollout_ref.rollout.name", "bogus")
     for _ in range(2):  # refused both times by verl itself: nothing stored for it
         with pytest.raises(Exception, match="bogus"):
-            verl_cache.validated(bad, verl_config._run_verl_validation)
+            verl_cache.validated(bad, verl_config.ppo_trainer._run_verl_validation)
     assert not any(f.name.startswith(verl_cache.verdict_key(bad)) for f in cache.glob("*.json"))
 
 
@@ -78,7 +79,7 @@ def test_every_input_changes_the_key(cache, monkeypatch, tmp_path):
         (root / rel).write_bytes((verl_cache._ROOT / rel).read_bytes())
     monkeypatch.setattr(verl_cache, "_ROOT", root)
     assert verl_cache.verdict_key(cfg) == base
-    (root / "src/verl_checks.py").write_text((root / "src/verl_checks.py").read_text() + "\n# edited\n")
+    (root / "src/verl_config/checks.py").write_text((root / "src/verl_config/checks.py").read_text() + "\n# edited\n")
     assert verl_cache.verdict_key(cfg) != base
 
 

@@ -1,4 +1,4 @@
-"""verl's own code as the oracle for the batch sizes the plan derives (not src.verl_rules).
+"""verl's own code as the oracle for the batch sizes the plan derives (not src/plan/verl_rules.py).
 
 `verl_accepts(verl_cfg)` runs, on a generated verl config, what verl 0.9.1 runs on it before and
 inside its workers, calling verl's functions wherever they exist:
@@ -117,7 +117,7 @@ def plan_and_build(compose, tmp_path, overrides):
 
 @pytest.mark.parametrize("gpus", ["2", "3", "4", "8"])
 def test_default_plan_passes_verl_with_no_padding(compose, tmp_path, gpus):
-    _, plan, verl_cfg = plan_and_build(compose, tmp_path, [f"gpus='{gpus}'"])
+    _, plan, verl_cfg = plan_and_build(compose, tmp_path, [f"gpus={gpus}"])
     sizes = verl_accepts(verl_cfg)
     b = plan.batch
     assert sizes["padding"] == 0
@@ -128,7 +128,7 @@ def test_default_plan_passes_verl_with_no_padding(compose, tmp_path, gpus):
 def test_plan_moves_intent_to_values_verl_accepts(compose, tmp_path):
     # 5 GPUs and a mini batch of 12 prompts x 4 samples (48 % 5 != 0): the plan must move it
     _, plan, verl_cfg = plan_and_build(compose, tmp_path, [
-        "gpus.per_node=5", "batch.prompts_per_step=50", "batch.mini_batch_prompts=12",
+        "gpus=5", "batch.prompts_per_step=50", "batch.mini_batch_prompts=12",
         "batch.samples_per_prompt=4"])
     assert verl_accepts(verl_cfg)["padding"] == 0
 
@@ -146,7 +146,7 @@ MICRO = "data size must be divisible by force_group_size"  # engine/utils.py pre
     ("4", "actor_rollout_ref.rollout.tensor_model_parallel_size", 3, "rollout world_size 4 % infer_world_size 3"),
 ])
 def test_oracle_refuses_what_verl_refuses(compose, tmp_path, gpus, key, value, match):
-    _, _, verl_cfg = plan_and_build(compose, tmp_path, [f"gpus='{gpus}'"])
+    _, _, verl_cfg = plan_and_build(compose, tmp_path, [f"gpus={gpus}"])
     verl_accepts(verl_cfg)
     OmegaConf.update(verl_cfg, key, value)
     with pytest.raises((AssertionError, ValueError), match=match):

@@ -1,6 +1,6 @@
 """Every rejection by verl reaches the user as verl's own reason on one line, with the override that
 led to it; and values verl's validate_config lets through but its workers refuse on the GPU node
-are refused on CPU with the allowed values read from verl's registries (src/verl_checks.py).
+are refused on CPU with the allowed values read from verl's registries (src/verl_config/checks.py).
 Each case: one line on stderr, exit status 2, nothing written."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from tests.launcher.conftest import files_under, launch
 
 
 def _registry(name: str) -> list[str]:
-    """The allowed values as verl itself lists them (independent of src/verl_checks.py)."""
+    """The allowed values as verl itself lists them (independent of src/verl_config/checks.py)."""
     if name == "rollout":
         from verl.workers.rollout.base import _ROLLOUT_REGISTRY
         return sorted({n for n, m in _ROLLOUT_REGISTRY if m == "async"})
@@ -74,7 +74,8 @@ def test_verl_rejection_is_one_line_with_reason_and_override(isolated_paths, cas
 
 
 def test_long_reasons_are_trimmed_and_the_innermost_cause_wins():
-    from src.launch import REASON_CHARS, _verl_reason
+    from src.pipeline.errors import REASON_CHARS
+    from src.pipeline.errors import verl_reason as _verl_reason
 
     try:
         try:
@@ -92,9 +93,9 @@ def test_long_reasons_are_trimmed_and_the_innermost_cause_wins():
 def test_the_project_configs_pass_every_check():
     """The checks are not stricter than verl: every algo's config as the launcher builds it passes."""
     from src import verl_config
-    from src.launch import compose_config
+    from src.config import compose_config
     from src.plan import build_plan
 
     for algo in ("grpo", "dapo"):
-        cfg = compose_config(["reward=comet", f"algo={algo}", "gpus='4'"])
+        cfg = compose_config(["reward=comet", f"algo={algo}", "gpus=4"])
         verl_config.build(build_plan(cfg, run_dir="/tmp/verl-reasons"), cfg)

@@ -1,5 +1,5 @@
 """A QE scorer that cannot start is one clear line naming its log, and nothing is left running.
-src/scorer_process.py driven directly (no launcher): fast."""
+src/node/scorer_service.py driven directly (no launcher): fast."""
 from __future__ import annotations
 
 import os
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from src.plan import ScorerModelSpec, ScorerPlan
-from src.scorer_process import ScorerError, ScorerProcess
+from src.node.scorer_service import ScorerError, ScorerProcess
 from tests.rewards.conftest import NETGUARD, SCORER_PYTHON
 
 REPO = Path(__file__).resolve().parents[2]

@@ -123,7 +123,7 @@ def no_scorer_env(monkeypatch):
 
 @lru_cache(maxsize=None)
 def _composed(overrides: tuple[str, ...]) -> dict:
-    from src.launch import compose_config
+    from src.config import compose_config
 
     return compose_config(list(overrides))
 

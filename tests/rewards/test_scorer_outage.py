@@ -1,6 +1,6 @@
 """A QE scorer that dies mid-batch costs time, never samples (issue 11, part 1).
 
-Real parts: the service is the project's ScorerProcess (src/scorer_process.py: start, watch,
+Real parts: the service is the project's ScorerProcess (src/node/scorer_service.py: start, watch,
 restart once on the same URL and token, then `on_fatal`) running the real scoring service in
 .venv-scorer on the tiny CometKiwi checkpoint; the rewards come from verl 0.9.1's own `naive`
 reward manager (`load_reward_manager` on the launcher's verl config, `run_single` driven on the
@@ -26,8 +26,8 @@ import pytest
 
 from src.plan import ScorerModelSpec, ScorerPlan
 from src.rewards.client import ScorerUnavailable, close_clients
-from src.runner import TrainingStop
-from src.scorer_process import ScorerProcess
+from src.node.training import TrainingStop
+from src.node.scorer_service import ScorerProcess
 from tests.rewards.conftest import NETGUARD, REPO, SCORER_PYTHON, extra_info
 from tests.rewards.test_verl_managers import DATA_SOURCE, manager, sample, tokenizer  # noqa: F401
 

@@ -1,5 +1,5 @@
-"""What stops the trainer instead of letting it train on less or spin (src/training_guard.py,
-src/stop_rules.py), and how the reason reaches the user (src/runner.py).
+"""What stops the trainer instead of letting it train on less or spin (src/trainer/guard.py,
+src/plan/stop_rules.py), and how the reason reaches the user (src/node/training.py).
 
 The verl config is the launcher's, validated by verl; the sampler class is loaded from it the way
 verl's trainer loads it (verl/trainer/ppo/v1/trainer_base.py _build_replay_buffer:
@@ -11,9 +11,10 @@ import sys
 
 import pytest
 
-from src import runner
-from src.stop_rules import StopRulesError, stop_rules
-from src.training_guard import StepGuard, TrainingGuardStop
+from src.node import training
+from src.plan import PlanError
+from src.plan.stop_rules import stop_rules
+from src.trainer.guard import StepGuard, TrainingGuardStop
 from tests.rewards.test_verl_managers import tokenizer, verl_config_for  # noqa: F401  (a fixture)
 
 
@@ -94,7 +95,7 @@ def test_a_budget_counts_lost_groups_per_step_and_per_run():
 
 @pytest.mark.parametrize("key,value,expected", [
     ("scorer.lost_groups_allowed", -1, "scorer.lost_groups_allowed must be an integer >= 0, got -1"),
-    ("max_num_gen_batches", 0, "algo.filter_groups.max_num_gen_batches must be an integer >= 1, got 0"),
+    ("max_num_gen_batches", 0, "algo.filter_groups.max_num_gen_batches must be a positive integer, got 0"),
 ])
 def test_bad_stop_rules_are_one_line(key, value, expected):
     cfg = {"scorer": {"lost_groups_allowed": 0},
@@ -103,20 +104,20 @@ def test_bad_stop_rules_are_one_line(key, value, expected):
         cfg["scorer"]["lost_groups_allowed"] = value
     else:
         cfg["algo"]["filter_groups"]["max_num_gen_batches"] = value
-    with pytest.raises(StopRulesError, match=expected):
+    with pytest.raises(PlanError, match=expected):
         stop_rules(cfg)
 
 
 def test_runner_turns_the_trainers_stop_file_into_one_line(tmp_path):
-    # a training command that stops itself the way src/training_guard.py does
+    # a training command that stops itself the way src/trainer/guard.py does
     code = ("import os,sys; open(os.environ['QE_TRAINING_STOP_FILE'],'w').write('training stopped at step 4: x\\n');"
             "print('Traceback (most recent call last): ...'); sys.exit(1)")
     log = tmp_path / "train.log"
     (tmp_path / "training_stop.txt").write_text("stale reason of the previous attempt\n")
-    with pytest.raises(runner.ServiceFailure, match=r"^training stopped at step 4: x$"):
-        runner.run([sys.executable, "-c", code], env={"PATH": "/usr/bin:/bin"}, log_path=log)
+    with pytest.raises(training.ServiceFailure, match=r"^training stopped at step 4: x$"):
+        training.run([sys.executable, "-c", code], env={"PATH": "/usr/bin:/bin"}, log_path=log)
     # exit 0 or a failure without the file: no stale reason from an earlier attempt
-    assert runner.run([sys.executable, "-c", "import sys; sys.exit(3)"], env={"PATH": "/usr/bin:/bin"},
+    assert training.run([sys.executable, "-c", "import sys; sys.exit(3)"], env={"PATH": "/usr/bin:/bin"},
                       log_path=log) == 3
 
 

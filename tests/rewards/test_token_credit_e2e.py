@@ -157,7 +157,7 @@ def test_token_credit_end_to_end(tokenizer, scorer_env, algo, monkeypatch, tmp_p
     from src.rewards.credit.agent_loop import TokenCreditAgentLoopManager
 
     monkeypatch.setenv("QE_REWARD_COMPONENTS_DIR", str(tmp_path / "components"))
-    verl_cfg = verl_config_for("reward=xcomet_xl", "reward.credit=token", f"algo={algo}", "gpus='2'")
+    verl_cfg = verl_config_for("reward=xcomet_xl", "reward.credit=token", f"algo={algo}", "gpus=2")
     assert verl_cfg.algorithm.adv_estimator == "grpo_token"
     weight = verl_cfg.reward.custom_reward_function.reward_kwargs.token_credit.weight
     # verl's TaskRunnerV1 constructs the configured manager class in the trainer process; the
@@ -207,7 +207,7 @@ def test_token_credit_end_to_end(tokenizer, scorer_env, algo, monkeypatch, tmp_p
 
     # weight 0: bit for bit verl's grpo on the rm_scores verl builds with sequence credit
     zero_cfg = verl_config_for("reward=xcomet_xl", "reward.credit=token", "reward.token_credit.weight=0",
-                               f"algo={algo}", "gpus='2'")
+                               f"algo={algo}", "gpus=2")
     TokenCreditAgentLoopManager(config=zero_cfg, llm_client=None)
     grpo = advantages(batch(rows_seq, keys), keys, "grpo", verl_cfg)
     assert torch.equal(advantages(batch(rows_tok, keys), keys, "grpo_token", zero_cfg), grpo)
@@ -219,7 +219,7 @@ def test_validation_rows_carry_no_token_penalties(tokenizer, scorer_env, monkeyp
 
     monkeypatch.setenv("QE_REWARD_COMPONENTS_DIR", str(tmp_path / "components"))
 
-    verl_cfg = verl_config_for("reward=xcomet_xl", "reward.credit=token", "algo=dapo", "gpus='2'")
+    verl_cfg = verl_config_for("reward=xcomet_xl", "reward.credit=token", "algo=dapo", "gpus=2")
     mgr = load_reward_manager(verl_cfg, tokenizer)
     response = GROUPS["uid-en-zh"][3][0]
     seq, tok, result = outputs_for(tokenizer, mgr, "uid-en-zh", response, split="val")
@@ -248,7 +248,7 @@ def test_validation_rows_carry_no_token_penalties(tokenizer, scorer_env, monkeyp
 def test_sequence_credit_adds_nothing_to_the_reward(tokenizer, scorer_env):
     from verl.trainer.ppo.reward import load_reward_manager
 
-    verl_cfg = verl_config_for("reward=xcomet_xl", "algo=grpo", "gpus='2'")
+    verl_cfg = verl_config_for("reward=xcomet_xl", "algo=grpo", "gpus=2")
     data, _, _ = trajectory(tokenizer, "uid-zh-en", GROUPS["uid-zh-en"][0][0])
     assert "credit_ranges" not in run(load_reward_manager(verl_cfg, tokenizer), data)["reward_extra_info"]
 
@@ -285,7 +285,7 @@ def test_verl_instantiates_and_runs_the_registered_agent_loop(tokenizer, scorer_
 
     from src.rewards.credit.agent_loop import AGENT_NAME, TokenCreditOutput, register_agent_loop
 
-    verl_cfg = verl_config_for("reward=xcomet_xl", "reward.credit=token", "algo=grpo", "gpus='2'")
+    verl_cfg = verl_config_for("reward=xcomet_xl", "reward.credit=token", "algo=grpo", "gpus=2")
     register_agent_loop()
     uid, response = "uid-zh-en", GROUPS["uid-zh-en"][3][1]
     agent = hydra.utils.instantiate(

@@ -9,7 +9,7 @@ import itertools
 import pytest
 
 from src import verl_config
-from src.launch import compose_config
+from src.config import compose_config
 from src.plan import PlanError, build_plan
 from tests.launcher.conftest import launch
 from tests.launcher.test_verl_oracle import verl_accepts
@@ -28,7 +28,7 @@ def build(tmp_path, *overrides: str, drop_credit_keys: bool = False):
 
 @pytest.mark.parametrize("algo,gpus", COMBOS, ids=[f"{a}-gpus{g}" for a, g in COMBOS])
 def test_token_credit_dry_run_is_accepted_by_verl(tmp_path, algo, gpus):
-    cfg, plan, v = build(tmp_path, "reward=xcomet_xl", "reward.credit=token", f"algo={algo}", f"gpus='{gpus}'")
+    cfg, plan, v = build(tmp_path, "reward=xcomet_xl", "reward.credit=token", f"algo={algo}", f"gpus={gpus}")
     assert verl_accepts(v)["padding"] == 0
     assert v.algorithm.adv_estimator == "grpo_token"
     agent = v.actor_rollout_ref.rollout.agent
@@ -39,7 +39,7 @@ def test_token_credit_dry_run_is_accepted_by_verl(tmp_path, algo, gpus):
     assert (tc.scale, tc.weight, tc.source) == (1.0, 1.0, "spans")
     assert dict(tc.severity_weights) == {"minor": 1.0, "major": 5.0, "critical": 10.0, "bad": 5.0}
     # the memory and batch plans do not change with the credit
-    _, seq_plan, seq_v = build(tmp_path, "reward=xcomet_xl", f"algo={algo}", f"gpus='{gpus}'")
+    _, seq_plan, seq_v = build(tmp_path, "reward=xcomet_xl", f"algo={algo}", f"gpus={gpus}")
     assert (plan.batch, plan.memory) == (seq_plan.batch, seq_plan.memory)
     if algo == "dapo":  # DAPO's dynamic sampling still filters on the reward's rounded score
         assert v.algorithm.filter_groups.enable and v.algorithm.filter_groups.metric == "score_rounded"
@@ -110,7 +110,7 @@ def test_training_entry_registers_the_estimator_only_for_token_credit(tmp_path, 
     monkeypatch.delitem(core_algos.ADV_ESTIMATOR_REGISTRY, "grpo_token", raising=False)
     monkeypatch.setattr(estimator, "_SETTINGS", {})
     _, _, seq = build(tmp_path, "reward=xcomet_xl")
-    estimator.register_for(seq)  # what src/train_entry.py runs in the TaskRunner's process
+    estimator.register_for(seq)  # what src/trainer/entry.py runs in the TaskRunner's process
     assert "grpo_token" not in core_algos.ADV_ESTIMATOR_REGISTRY
     with pytest.raises(RuntimeError, match="before src.rewards.credit.estimator.configure"):
         estimator.compute_grpo_token_advantage(torch.zeros(2, 3), torch.ones(2, 3), np.array(["a", "a"]))

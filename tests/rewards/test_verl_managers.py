@@ -38,7 +38,7 @@ def tokenizer(tmp_path_factory):
 def verl_config_for(*overrides: str):
     """verl's config exactly as the launcher builds it (validated by verl)."""
     from src import verl_config
-    from src.launch import compose_config
+    from src.config import compose_config
     from src.plan import build_plan
 
     cfg = compose_config(list(overrides))

@@ -18,8 +18,8 @@ resumes when they exist. Each start appends what it saw to <run dir>/stand_in.js
                        until <run dir>/stand_in.release exists, like a long training run
   --train-steps N      train steps 1..N of --step-s seconds each, from the step after the one in
                        latest_checkpointed_iteration.txt, saving every trainer.save_freq steps and at
-                       N like verl; speaks the time-limit protocol of src/train_entry.py through
-                       src/time_limit.py: after a step, if the runner asked, save that step (unless
+                       N like verl; speaks the time-limit protocol of src/trainer/entry.py through
+                       src/trainer/time_limit.py: after a step, if the runner asked, save that step (unless
                        just saved), record it and end. Each completed step is a line in
                        <run dir>/stand_in_steps.jsonl. --resumed-steps K: a resumed start ends K
                        steps after the step it resumed from (so a requeued job finishes quickly)
@@ -79,7 +79,7 @@ def main() -> int:
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "ray_address": os.environ.get("RAY_ADDRESS"), "ray_tmpdir": os.environ.get("RAY_TMPDIR"),
         "cwd": os.getcwd(), "pythonpath": os.environ.get("PYTHONPATH"),
-        # the runner blocks Slurm's time-limit signal in what it starts (src/runner.py)
+        # the runner blocks Slurm's time-limit signal in what it starts (src/node/training.py)
         "blocked_signals": sorted(sig.name for sig in signal.pthread_sigmask(signal.SIG_BLOCK, [])),
     }
     if args.ray_nodes:
@@ -148,7 +148,7 @@ def save(ckpt: Path, step: int, world: int) -> None:
 
 
 def train_steps(args, run_dir: Path, ckpt: Path, verl: dict, world: int) -> int:
-    from src import time_limit
+    from src.trainer import time_limit
 
     tracker = ckpt / "latest_checkpointed_iteration.txt"
     start = int(tracker.read_text()) if tracker.exists() else 0

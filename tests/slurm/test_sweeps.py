@@ -56,7 +56,7 @@ class Sweep:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        # preflight reads each file's extra_info.split (src/preflight.py check_data_splits)
+        # preflight reads each file's extra_info.split (src/node/preflight.py check_data_splits)
         for name, split in (("train.parquet", "train"), ("val.parquet", "val")):
             pq.write_table(pa.table({"extra_info": [{"split": split}]}), data / name)
         return [f"paths.model_root={self.tmp}/models", f"paths.data_root={self.tmp}/data", "debug.skip_scorer=true"]
@@ -171,7 +171,7 @@ def test_dry_run_sweep_2_rewards_x_2_gpu_counts_asks_slurm_what_the_plan_says(sw
         plan = json.loads((run_dir / "snapshot" / "plan.json").read_text())
         verl = yaml.safe_load((run_dir / "snapshot" / "verl_config.yaml").read_text())
         assert verl["trainer"]["n_gpus_per_node"] == plan["gpus_per_node"]
-        assert f"gpus='{plan['gpus_per_node']}'" in row["overrides"]
+        assert f"gpus={plan['gpus_per_node']}" in row["overrides"]
         # what Slurm granted is what the plan derived: training GPUs and Ray's 3G+10 CPUs
         state, tres = sacct_tres(row["job_id"])
         assert state == "COMPLETED"
@@ -365,8 +365,8 @@ def test_a_queued_job_runs_the_code_and_config_as_submitted(slurm_cluster, tmp_p
         text = config.read_text()
         assert "  save_freq: 50\n" in text
         config.write_text(text.replace("  save_freq: 50\n", "  save_freq: 7\n"))
-        with open(checkout / "src" / "plan.py", "a") as f:
-            f.write("\nraise RuntimeError('src/plan.py edited after submission')\n")
+        with open(checkout / "src" / "plan" / "run_plan.py", "a") as f:
+            f.write("\nraise RuntimeError('src/plan/run_plan.py edited after submission')\n")
         broken = subprocess.run([sys.executable, "-c", "import src.plan"], cwd=checkout, capture_output=True,
                                 text=True, timeout=60)
         assert "edited after submission" in broken.stderr  # the edit would break a job that read the checkout

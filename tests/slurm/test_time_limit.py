@@ -1,9 +1,9 @@
 """A job that reaches its Slurm time limit loses nothing: the step in progress is saved, the job is
 requeued and continues from that step, in its own checkpoint dir and wandb run.
 
-Real dev cluster, real submitit (its USR2 handler requeues), real runner (src/runner.py); the
+Real dev cluster, real submitit (its USR2 handler requeues), real runner (src/node/training.py); the
 training command is tests/slurm/stand_in_train.py, which speaks the same flag protocol as
-src/train_entry.py (src/time_limit.py): it trains 0.5 s steps until the runner asks, then saves
+src/trainer/entry.py (src/trainer/time_limit.py): it trains 0.5 s steps until the runner asks, then saves
 the step it completed. With slurm.timeout_min=2 and slurm.signal_delay_s=30 the signal is due 90 s
 after the start; Slurm may send it up to a minute early (sbatch(1), --signal: "the resolution of
 event handling"), so it comes 30-90 s in, after the job has started training (a one-minute limit

@@ -106,7 +106,7 @@ def register(verl_config: Any = None) -> None:
 
 
 def register_for(verl_config: Any) -> None:
-    """The training entry's call (src/train_entry.py, in the TaskRunner's process): registers and
+    """The training entry's call (src/trainer/entry.py, in the TaskRunner's process): registers and
     configures `grpo_token` when the run uses it, nothing otherwise."""
     if verl_config.algorithm.adv_estimator == NAME:
         register(verl_config)

@@ -1,6 +1,6 @@
 """reward.credit -> the plan's TokenCreditPlan -> verl config keys (launch side).
 
-src/plan.py calls `plan(cfg)`; src/verl_config.py turns the plan into verl keys with
+src/plan/run_plan.py calls `plan(cfg)`; src/verl_config/ppo_trainer.py turns the plan into verl keys with
 `adv_estimator`, `reward_kwargs` and `verl_overrides`. With reward.credit=sequence (the default)
 all three add nothing, so the verl config (and the run id hashed from it) is byte-identical to a
 run without this module.

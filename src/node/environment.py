@@ -1,0 +1,79 @@
+"""The environment of a node's training processes: the plan's accelerator variables, the GPU split
+between training and the QE scorer, and what verl, its Ray workers and the reward function read.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import os
+from pathlib import Path
+
+from src.config import CODE_ROOT
+from src.plan import RunPlan
+from src.record.snapshot import SNAPSHOT
+
+from . import ray_cluster
+
+
+def run_environment(base: dict, plan_env: dict) -> dict:
+    env = dict(base)
+    env.update(plan_env)
+    return env
+
+
+def split_devices(plan: RunPlan, environ: dict) -> tuple[dict, str | None]:
+    """(env for training, CUDA_VISIBLE_DEVICES for the scorer; None: no scorer runs).
+
+    shared: the scorer sees the one training GPU the plan chose. dedicated: the node has
+    node_gpus = training + scorer GPUs (Slurm sets CUDA_VISIBLE_DEVICES to all of them): training
+    sees the first gpus_per_node, the scorer the rest, so Ray never schedules onto the scorer's GPU.
+    cpu: the scorer sees no GPU. Without CUDA_VISIBLE_DEVICES the node's GPUs are 0..node_gpus-1."""
+    visible = environ.get("CUDA_VISIBLE_DEVICES")
+    devices = ([d.strip() for d in visible.split(",") if d.strip()] if visible
+               else [str(i) for i in range(plan.node_gpus)])
+    training = devices[:plan.gpus_per_node]
+    training_env = {"CUDA_VISIBLE_DEVICES": ",".join(training)} if plan.scorer_gpus_per_node else {}
+    s = plan.scorer
+    if s is None:
+        return training_env, None
+    if s.placement == "shared":
+        scorer = training[s.training_gpu_index] if s.training_gpu_index < len(training) else str(s.training_gpu_index)
+    elif s.placement == "dedicated":
+        scorer = ",".join(devices[plan.gpus_per_node:plan.node_gpus])
+    else:
+        scorer = ""
+    return training_env, scorer
+
+
+def run_env(plan: RunPlan, environ: dict) -> tuple[dict, str | None]:
+    """The environment of the training processes on this node, and the scorer's GPUs."""
+    env = run_environment(environ, plan.accelerator_env)
+    training_devices, scorer_devices = split_devices(plan, environ)
+    env.update(training_devices)
+    # verl's file logger truncates its file on open ("wb", verl/utils/tracking.py FileLogger): one
+    # file per launch, in the checkpoint dir that every attempt of this run shares (a requeue, the
+    # same command again, --from-snapshot --resume), so src/report reads all attempts as one series
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    metrics = Path(plan.checkpoint_dir) / "metrics"
+    env["VERL_FILE_LOGGER_PATH"] = f"{metrics}/{stamp}-{Path(plan.run_dir).name}.jsonl"
+    # verl's FileLogger opens that path without creating its dir
+    metrics.mkdir(parents=True, exist_ok=True)
+    env.setdefault("HF_HUB_OFFLINE", "1")
+    if plan.wandb_offline:
+        env["WANDB_MODE"] = "offline"
+    # every attempt on this checkpoint dir continues one wandb run (env, not the verl config,
+    # which must stay byte-identical across re-runs)
+    env["WANDB_RUN_ID"] = plan.wandb_run_id
+    env["WANDB_RESUME"] = "allow"
+    # verl's wandb.init passes project/name only (verl/utils/tracking.py Tracking.__init__); wandb
+    # reads the group from WANDB_RUN_GROUP: a sweep's jobs are grouped by their sweep dir
+    if environ.get("QE_RL_SWEEP"):
+        env.setdefault("WANDB_RUN_GROUP", environ["QE_RL_SWEEP"])
+    # verl, its Ray workers (on every node) and the reward function import `src` from the code
+    # this run runs: the checkout, or a Slurm job's code snapshot
+    env["PYTHONPATH"] = os.pathsep.join([str(CODE_ROOT)] + [p for p in [environ.get("PYTHONPATH")] if p])
+    env["QE_RL_RUN_DIR"] = plan.run_dir
+    env["QE_RL_CHECKPOINT_DIR"] = plan.checkpoint_dir
+    env["QE_RL_VERL_CONFIG"] = str(Path(plan.run_dir) / SNAPSHOT / "verl_config.yaml")
+    if plan.nodes == 1:
+        env.update(ray_cluster.single_node_env(environ))
+    return env, scorer_devices

@@ -1,0 +1,225 @@
+"""One run, in the order data flows: plan -> verl config (validated by verl) -> identity -> preflight
+-> snapshot -> the node's processes (scorer, Ray, training). Or, on nodes 1..K-1 of a multi-node
+Slurm job, that node's scorer and Ray worker. Every refusal is one line, before anything is written.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shlex
+import socket
+import sys
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from src import config, verl_config
+from src.node import environment, preflight, ray_cluster, scorer_service, training
+from src.plan import PlanError, RunPlan, build_plan
+from src.plan.table import render as render_plan
+from src.record import identity, snapshot
+from src.slurm.task import slurm_task
+
+from . import smoke
+from .errors import USAGE_EXIT, RunError, UsageError, verl_reason
+from .lineage import Lineage, identify, lineage_line
+from .precheck import debug, detected_gpu_memory, outside_multi_node_job
+
+
+def execute(composed: dict, overrides: list[str], run_dir: Path, environ: dict | None = None,
+            lineage: Lineage | None = None) -> int:
+    """`run`, with its RunError printed as one line; returns the exit code."""
+    try:
+        run(composed, overrides, run_dir, environ, lineage)
+    except RunError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.code
+    return 0
+
+
+def run(composed: dict, overrides: list[str], run_dir: Path, environ: dict | None = None,
+        lineage: Lineage | None = None) -> None:
+    """One run (or, in a multi-node Slurm job, this node's part of it). Raises RunError.
+    `lineage`: how a --from-snapshot run relates to the run it came from (None: a new run)."""
+    environ = dict(os.environ if environ is None else environ)
+    dry = bool(composed["dry_run"])
+    try:
+        plan = build_plan(composed, run_dir=str(run_dir), gpu_memory_gb=detected_gpu_memory(composed, environ))
+        task = slurm_task(environ)
+        refusal = outside_multi_node_job(plan, dry, task)
+        if refusal:
+            raise UsageError(refusal)
+    except (PlanError, UsageError) as exc:
+        _remove_if_empty(run_dir)
+        raise RunError(str(exc), USAGE_EXIT) from None
+    if task is None or plan.nodes == 1:
+        _run_node0(composed, overrides, run_dir, environ, plan, task, lineage)
+    elif task.rank > 0:
+        # nodes 1..K-1 of a multi-node job: no snapshot, no verl; a Ray worker (and scorer) only
+        if not dry:
+            _worker_node(composed, plan, task, run_dir, environ)
+    elif dry:
+        _run_node0(composed, overrides, run_dir, environ, plan, task, lineage)
+    else:
+        try:
+            _run_node0(composed, overrides, run_dir, environ, plan, task, lineage)
+        finally:
+            # the other nodes wait for node 0's Ray head: however this ends, let them go
+            ray_cluster.release_workers(run_dir, task)
+
+
+def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dict, plan: RunPlan, task,
+               lineage: Lineage | None = None) -> None:
+    """The run itself (node 0 of a multi-node job): verl config, identity, preflight, snapshot, training."""
+    dry = bool(composed["dry_run"])
+    try:
+        try:
+            verl_cfg = verl_config.build(plan, composed)
+        except Exception as exc:  # verl's own validation said no
+            raise UsageError(f"verl rejected the config: {verl_reason(exc, overrides)}") from None
+        plan, verl_cfg, ident = identify(plan, composed, overrides, verl_cfg, lineage)
+        # a dir holds one run: refused before anything is written (dry runs too; they write nothing)
+        refusal = identity.check_dir(Path(verl_cfg.trainer.default_local_dir), ident, plan.run_id)
+        if refusal:
+            raise UsageError(refusal)
+        # dry runs too: the val/train rows' split tags decide which reward they get (the splits
+        # as the reward function receives them; absent only in snapshots older than the key)
+        splits = OmegaConf.select(verl_cfg, "reward.custom_reward_function.reward_kwargs.validation_splits")
+        if splits is not None:
+            preflight.check_data_splits(plan, splits)
+        command = train_command(composed, run_dir)
+        if not dry:
+            preflight.run(plan, environ, scorer=_scorer_enabled(composed))
+        verl_yaml = verl_config.to_yaml(verl_cfg)
+        snap = snapshot.reuse(run_dir, verl_yaml)
+        if snap is not None:
+            print(f"run dir {run_dir} already holds this run's snapshot (a requeued or resumed job): reusing it")
+        else:
+            snap = snapshot.write(
+                run_dir, composed=composed, overrides=overrides, plan=plan.to_dict(), verl_yaml=verl_yaml,
+                command=command, scorer_python=composed["scorer"]["python"], environ=environ)
+    except (PlanError, preflight.PreflightError, UsageError, snapshot.SnapshotMismatch) as exc:
+        _remove_if_empty(run_dir)
+        raise RunError(str(exc), USAGE_EXIT) from None
+    render_plan(plan, command, str(snap / "verl_config.yaml"), lineage=lineage_line(plan, lineage))
+    if dry:
+        print(f"dry run: nothing started; snapshot in {snap}; nothing written to {plan.checkpoint_dir}")
+        return
+    identity.record(Path(verl_cfg.trainer.default_local_dir), ident, plan.run_id, plan.reproduces)
+    if debug(composed).get("train_command_override"):
+        print(f"WARNING: debug.train_command_override is set: running {shlex.join(command)} instead of verl",
+              file=sys.stderr)
+    _record_attempt(run_dir, task, command)
+    env, scorer_devices = environment.run_env(plan, environ)
+    rank = task.rank if task is not None else 0
+    # the scorer first: its URL and token are in the env of everything started after it (this
+    # node's Ray head, verl and its reward workers)
+    stop = training.TrainingStop()
+    services = [lambda e: scorer_service.scorer(plan, rank, run_dir, e, scorer_devices, on_fatal=stop,
+                                                enabled=_scorer_enabled(composed))]
+    if plan.nodes > 1:
+        # Ray gets the CPUs Slurm granted this task and the training GPUs (not the scorer's)
+        services.append(lambda e: ray_cluster.head(task, plan.nodes, task.cpus or plan.node_cpus, plan.gpus_per_node,
+                                                   run_dir, e))
+    log = run_dir / "train.log"
+    # in a Slurm job: the time-limit signal has the step in progress saved, then the job requeued
+    watch = (training.TimeLimitWatch(plan.checkpoint_dir, plan.time_limit.stop_by_s)
+             if task is not None and plan.time_limit is not None else None)
+    try:
+        code = training.run(command, env=env, log_path=log, services=services, stop=stop, watch=watch)
+    except (ray_cluster.RayBootstrapError, scorer_service.ScorerError, training.ServiceFailure) as exc:
+        raise RunError(str(exc)) from None
+    if smoke.requested(composed):  # experiment=smoke: check each stage, prove resume, print the verdict
+        smoke.check(plan, run_dir, code, env, lambda e, l: training.run(command, env=e, log_path=l,
+                                                                        services=services, stop=stop))
+    if code != 0:
+        raise RunError(f"training command exited with code {code}; log: {log}{_last_line(log)}", code)
+
+
+def _worker_node(composed: dict, plan: RunPlan, task, run_dir: Path, environ: dict) -> None:
+    """Nodes 1..K-1: this node's scorer and Ray worker, for as long as node 0 runs."""
+    try:
+        try:
+            preflight.run(plan, environ, scorer=_scorer_enabled(composed))
+        except preflight.PreflightError as exc:
+            raise RunError(f"node {task.rank}: {exc}", USAGE_EXIT) from None
+        env, scorer_devices = environment.run_env(plan, environ)
+        # a scorer that dies for good ends this node's Ray worker; verl on node 0 then fails
+        failures: list[str] = []
+        try:
+            # the time-limit signal reaches this node's processes too: they must not die of it
+            with training.SigtermAsInterrupt(), training.TimeLimitSignalBlocked(), \
+                    scorer_service.scorer(plan, task.rank, run_dir, env, scorer_devices, on_fatal=failures.append,
+                                          enabled=_scorer_enabled(composed)) as extra:
+                env.update(extra)
+                ray_cluster.run_worker(task, task.cpus or plan.node_cpus, plan.gpus_per_node, run_dir, env,
+                                       abort=lambda: failures[0] if failures else None)
+        except (ray_cluster.RayBootstrapError, scorer_service.ScorerError) as exc:
+            raise RunError(str(exc)) from None
+    except RunError as exc:
+        # node 0 waits for this node to join its Ray cluster: tell it not to
+        ray_cluster.worker_failed(run_dir, task, str(exc))
+        raise
+
+
+def train_command(composed: dict, run_dir: Path) -> list[str]:
+    """verl's command, or the debug stand-in that replaces it (tests)."""
+    override = debug(composed).get("train_command_override")
+    if override:
+        return shlex.split(override)
+    return training.verl_command(sys.executable, run_dir / snapshot.SNAPSHOT, run_dir)
+
+
+def _scorer_enabled(composed: dict) -> bool:
+    return not debug(composed).get("skip_scorer")
+
+
+def _remove_if_empty(run_dir: Path) -> None:
+    if run_dir.is_dir() and not any(run_dir.iterdir()):
+        run_dir.rmdir()
+
+
+def _last_line(log: Path) -> str:
+    try:
+        lines = [l.strip() for l in log.read_text(encoding="utf-8", errors="replace").splitlines() if l.strip()]
+    except OSError:
+        return ""
+    return f" (last line: {lines[-1][:300]})" if lines else ""
+
+
+def _record_attempt(run_dir: Path, task, command: list[str]) -> None:
+    """One line per start in <run dir>/attempts.jsonl: a requeued job shows as a second line."""
+    entry = {"started": dt.datetime.now().isoformat(timespec="seconds"), "host": socket.gethostname(),
+             "slurm_job_id": task.job_id if task else None, "slurm_restart": task.restart if task else None,
+             "command": command}
+    with open(run_dir / "attempts.jsonl", "a", encoding="utf-8") as f:
+        f.write(json.dumps(entry) + "\n")
+
+
+def hydra_task(cfg) -> None:
+    """The task function of the Hydra app (src/launch.py): one job of a run or a sweep, locally or in
+    a Slurm job (submitit pickles it by reference to this module)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    config.register()
+    hc = HydraConfig.get()
+    composed = config.to_plain(cfg)
+    environ = dict(os.environ)
+    if hc.mode == RunMode.MULTIRUN:
+        # the sweep's dir names it (timestamped once per sweep; a requeued job keeps it)
+        environ.setdefault("QE_RL_SWEEP", "sweep-" + Path(hc.sweep.dir).name)
+    try:
+        run(composed, list(hc.overrides.task), Path(hc.runtime.output_dir), environ)
+    except RunError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        if hc.mode == RunMode.MULTIRUN:
+            raise  # the sweep goes on; the launcher reports this job with its overrides and log
+        sys.exit(exc.code)
+    except KeyboardInterrupt as exc:
+        # Ctrl-C, or Slurm's SIGTERM (preemption, requeue, scancel; src/node/training.py): training and
+        # services are stopped. No result is written, so a requeued job simply runs again.
+        print(f"stopped ({exc or 'interrupt'}): a requeued or resumed run continues from the last checkpoint "
+              f"in the checkpoint dir", file=sys.stderr)
+        sys.exit(130)

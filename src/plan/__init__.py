@@ -1,0 +1,12 @@
+"""Plan: every derived value of a run (batch geometry, scorer placement, memory, stop rules, names) from the composed config.
+May import: src.rewards (the token-credit plan); pure, no I/O (the plan table only prints).
+"""
+from .batch import PIN_KEYS, BatchPlan, plan_batch
+from .resources import ray_cpus_for
+from .run_plan import RunPlan, build_plan, checkpoint_prefix, with_identity
+from .scorer import ScorerModelSpec, ScorerPlan, scorer_plan
+from .values import Adjustment, PlanError, flatten
+
+__all__ = ["PIN_KEYS", "Adjustment", "BatchPlan", "PlanError", "RunPlan", "ScorerModelSpec", "ScorerPlan",
+           "build_plan", "checkpoint_prefix", "flatten", "plan_batch", "ray_cpus_for", "scorer_plan",
+           "with_identity"]

@@ -1,0 +1,3 @@
+"""Record: what identifies and reproduces a run (its id, the run snapshot, the Slurm code snapshot, git state, secret redaction).
+May import: src.config only; written before anything runs, whole or absent.
+"""

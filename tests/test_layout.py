@@ -1,0 +1,161 @@
+"""The layout of src/: one package per pipeline stage, imports in one direction, each package saying so.
+
+ALLOWED is the import graph the README's "Layout" section draws: a package imports only the
+packages listed for it (lazy imports inside functions count), the graph has no cycle, and each
+package's two-line docstring names exactly what it may import. Plus the rules that keep the seams
+clean: no private name of another package, Hydra's private API in one adapter module, and the
+scorer (its own environment) importing nothing of src but itself.
+"""
+import ast
+import graphlib
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src"
+
+# package (or top-level module) -> the src packages it may import
+ALLOWED = {
+    "config": set(),
+    "data": set(),
+    "scorer": set(),
+    "rewards": {"data"},
+    "report": {"data"},
+    "plan": {"rewards"},
+    "trainer": {"rewards"},
+    "verl_config": {"config", "plan", "rewards"},
+    "record": {"config"},
+    "slurm": {"config", "plan", "record"},
+    "node": {"config", "plan", "record", "scorer", "slurm", "trainer"},
+    "pipeline": {"config", "node", "plan", "record", "report", "slurm", "verl_config"},
+    "evaluate": {"config", "data", "node", "plan", "rewards"},
+    "launch": {"config", "pipeline"},
+}
+HYDRA_ADAPTER = SRC / "config" / "hydra_internal.py"
+
+
+def unit_of(path: Path) -> str:
+    """'plan' for src/plan/batch.py, 'launch' for src/launch.py."""
+    rel = path.relative_to(SRC)
+    return rel.parts[0] if len(rel.parts) > 1 else rel.stem
+
+
+def python_files(root: Path):
+    return sorted(p for p in root.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def imports(path: Path):
+    """(module imported, names imported from it, line) for every import in the file, lazy ones
+    included; relative imports resolved against the file's package."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = ".".join(("src",) + path.relative_to(SRC).parts[:-1]) if path.is_relative_to(SRC) else ""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, [], node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            yield module, [a.name for a in node.names], node.lineno
+
+
+def src_target(module: str, names: list[str]) -> list[str]:
+    """The src units an import reaches: `from src import verl_config` -> ['verl_config']."""
+    parts = module.split(".")
+    if parts[0] != "src":
+        return []
+    if len(parts) > 1:
+        return [parts[1]]
+    return names
+
+
+def test_src_is_packages_and_one_entry_module():
+    top = sorted(p.name for p in SRC.iterdir() if p.suffix == ".py")
+    assert top == ["__init__.py", "launch.py"], f"modules outside a package: {top}"
+    packages = sorted(p.name for p in SRC.iterdir() if p.is_dir() and p.name != "__pycache__")
+    assert set(packages) == set(ALLOWED) - {"launch"}, "a package without an entry in ALLOWED, or the reverse"
+
+
+def test_the_allowed_graph_has_no_cycle():
+    order = list(graphlib.TopologicalSorter(ALLOWED).static_order())  # raises CycleError on a cycle
+    assert set(order) == set(ALLOWED)
+
+
+def test_every_import_goes_down_the_graph():
+    wrong = []
+    for path in python_files(SRC):
+        unit = unit_of(path)
+        for module, names, line in imports(path):
+            for target in src_target(module, names):
+                if target != unit and target not in ALLOWED[unit]:
+                    wrong.append(f"{path.relative_to(ROOT)}:{line} ({unit}) imports src.{target}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_private_name_of_another_package():
+    wrong = []
+    for path in python_files(SRC):
+        unit = unit_of(path)
+        for module, names, line in imports(path):
+            targets = src_target(module, [])
+            if targets and targets[0] != unit:
+                wrong += [f"{path.relative_to(ROOT)}:{line} imports {module}.{n}" for n in names
+                          if n.startswith("_") and not n.startswith("__")]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_hydra_private_api_only_in_its_adapter():
+    users = [f"{path.relative_to(ROOT)}:{line}" for root in (SRC, ROOT / "hydra_plugins")
+             for path in python_files(root) if path != HYDRA_ADAPTER
+             for module, _, line in imports(path) if module.startswith("hydra._internal")]
+    assert not users, users
+    assert any(m.startswith("hydra._internal") for m, _, _ in imports(HYDRA_ADAPTER))
+
+
+def test_scorer_imports_only_itself_and_never_verl():
+    wrong = [f"{path.relative_to(ROOT)}:{line} imports {module}"
+             for path in python_files(SRC / "scorer") for module, names, line in imports(path)
+             if (module.startswith("src") and src_target(module, names) != ["scorer"]) or module.startswith("verl")]
+    assert not wrong, wrong
+
+
+def test_hydra_plugins_reach_src_only_through_the_slurm_sweep():
+    targets = {t for path in python_files(ROOT / "hydra_plugins")
+               for module, names, _ in imports(path) for t in src_target(module, names)}
+    assert targets == {"slurm"}
+
+
+PACKAGES = sorted(set(ALLOWED) - {"launch"})
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_package_docstring_says_what_it_holds_and_may_import(package):
+    doc = ast.get_docstring(ast.parse((SRC / package / "__init__.py").read_text(encoding="utf-8")))
+    assert doc, f"src/{package}/__init__.py has no docstring"
+    lines = doc.splitlines()
+    assert len(lines) == 2, f"src/{package}: two lines (what it holds; `May import: ...`), got {len(lines)}"
+    assert lines[1].startswith("May import:"), lines[1]
+    named = set(re.findall(r"\bsrc\.([a-z_]+)", lines[1]))
+    assert named == ALLOWED[package], (f"src/{package} docstring names {sorted(named)}, ALLOWED has "
+                                       f"{sorted(ALLOWED[package])}")
+
+
+def test_the_checks_can_fail(tmp_path):
+    """The walker sees lazy, relative and `from src import x` imports, and private names."""
+    pkg = SRC / "plan"  # resolve relative imports as if the file were in src/plan
+    body = ("def f():\n    from src import pipeline\n    from ..node import training\n"
+            "    from src.record.identity import _flatten\n")
+    probe = pkg / "_layout_probe.py"
+    probe.write_text(body, encoding="utf-8")
+    try:
+        found = [(m, n) for m, n, _ in imports(probe)]
+    finally:
+        probe.unlink()
+    assert ("src", ["pipeline"]) in found and ("src.node", ["training"]) in found
+    assert src_target("src", ["pipeline"]) == ["pipeline"] and src_target("src.node", ["training"]) == ["node"]
+    assert ("src.record.identity", ["_flatten"]) in found
