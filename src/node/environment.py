@@ -14,12 +14,6 @@ from src.record.snapshot import SNAPSHOT
 from . import ray_cluster
 
 
-def run_environment(base: dict, plan_env: dict) -> dict:
-    env = dict(base)
-    env.update(plan_env)
-    return env
-
-
 def split_devices(plan: RunPlan, environ: dict) -> tuple[dict, str | None]:
     """(env for training, CUDA_VISIBLE_DEVICES for the scorer; None: no scorer runs).
 
@@ -46,7 +40,7 @@ def split_devices(plan: RunPlan, environ: dict) -> tuple[dict, str | None]:
 
 def run_env(plan: RunPlan, environ: dict) -> tuple[dict, str | None]:
     """The environment of the training processes on this node, and the scorer's GPUs."""
-    env = run_environment(environ, plan.accelerator_env)
+    env = {**environ, **plan.accelerator_env}
     training_devices, scorer_devices = split_devices(plan, environ)
     env.update(training_devices)
     # verl's file logger truncates its file on open ("wb", verl/utils/tracking.py FileLogger): one
