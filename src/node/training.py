@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Callable, ContextManager, Iterable, Optional
 
+from src.config import override_grammar
 from src.plan.time_limit import REQUEUE_S
 from src.record.redact import scrub
 from src.trainer import time_limit
@@ -38,9 +39,11 @@ STOP_FILE_ENV = "QE_TRAINING_STOP_FILE"  # src/trainer/guard.py writes it
 
 
 def verl_command(python: str, snapshot_dir: Path, run_dir: Path) -> list[str]:
-    """The exact command: verl's own entry point on the snapshot's verl config."""
+    """The exact command: verl's own entry point on the snapshot's verl config. An argv list (no
+    shell); --config-path is argparse's, but hydra.run.dir is a Hydra override, parsed by Hydra's
+    grammar: a checkout path with a space or a non-ASCII character must be quoted for it."""
     return [python, *VERL_ENTRY, f"--config-path={snapshot_dir}", "--config-name=verl_config",
-            f"hydra.run.dir={run_dir}/verl", "hydra.output_subdir=null"]
+            override_grammar.override("hydra.run.dir", f"{run_dir}/verl"), "hydra.output_subdir=null"]
 
 
 class SigtermAsInterrupt:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shlex
 import shutil
 import subprocess
 import sys
@@ -18,6 +19,8 @@ import tempfile
 from pathlib import Path
 
 import yaml
+
+from src.config import CODE_ROOT
 
 from . import git_state
 from .redact import REDACTED, is_secret, scrub
@@ -75,7 +78,9 @@ def write(run_dir: Path, *, composed: dict, overrides: list[str], plan: dict, ve
         "overrides.yaml": yaml.safe_dump(list(overrides), allow_unicode=True),
         "plan.json": json.dumps(plan, indent=2, sort_keys=False) + "\n",
         "verl_config.yaml": verl_yaml,
-        "command.txt": " ".join(command) + "\n",
+        # a shell command that runs when pasted: each argument shell-quoted, from the code root
+        # (verl's entry is `-m src.trainer`; the run itself gets the code root on PYTHONPATH)
+        "command.txt": f"cd {shlex.quote(str(CODE_ROOT))} && {shlex.join(command)}\n",
         "git.txt": git_text,
         "git.diff": git_diff,
         "env.json": json.dumps(relevant_env(environ), indent=2) + "\n",
