@@ -4,12 +4,13 @@
   `batch.prompts_per_step`, `+verl.actor_rollout_ref...`) exists in the composed config, is an
   option of a config group, or (for `verl.` keys and keys of verl's own sections) exists in verl's
   ppo_trainer config;
-- every command in README.md's code blocks parses: a `python -m src.launch` line passes the launch
+- every command in the code blocks of README.md and docs/*.md parses: a `python -m src.launch` line passes the launch
   precheck (compose + plan of every combination), and a transcript line (`$ python -m src.launch
   ...` followed by `error: ...`) that the precheck refuses is refused with exactly that line;
   `make` targets exist in the Makefile; other `python -m src.*` modules answer --help;
 - every repo file named in README.md, docs/*.md, and in comments and docstrings of src/, conf/,
-  tests/, benches/ exists.
+  tests/, benches/ exists; a file named without its folder (`RESULTS.md`) is a file of the repo;
+- README.md is a front page (at most 300 lines) that links every page of docs/.
 """
 from __future__ import annotations
 
@@ -159,8 +160,9 @@ def test_key_check_can_fail():
 # README commands
 
 def readme_commands():
-    """(line, command args, following output lines) for each command line in README's fences."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    """(line, command args, following output lines) for each command line in the fences of README.md
+    and of every page in docs/."""
+    text = "\n".join(doc.read_text(encoding="utf-8") for doc in DOCS)
     for block in FENCE.findall(text):
         lines = block.replace("\\\n", " ").splitlines()
         for i, raw in enumerate(lines):
@@ -179,8 +181,10 @@ def readme_commands():
             yield line, transcript, following
 
 
-LAUNCH_CMDS = [c for c in readme_commands() if " -m src.launch" in c[0]]
-OTHER_CMDS = [c for c in readme_commands() if " -m src.launch" not in c[0]]
+LAUNCH_CMDS = list({c[0]: c for c in readme_commands() if " -m src.launch" in c[0]}.values())
+# one --help per module is enough (each costs a process start)
+OTHER_CMDS = list({(c[0].split(" -m ", 1)[1].split()[0] if " -m " in c[0] else c[0]): c
+                   for c in readme_commands() if " -m src.launch" not in c[0]}.values())
 
 
 def _launch_args(line: str):
@@ -277,6 +281,58 @@ def named_files():
                     yield _rel(f), p
 
 
+# a page named without its folder (`RESULTS.md`, `DESIGN.md`): a Markdown file of the repo. Only .md:
+# bare .py/.yaml names in comments are mostly verl's, comet's or Ray's files, cited on purpose.
+BARE = re.compile(r"(?<![\w./~$-])([A-Za-z][\w-]*\.md)\b(?![/\w])")
+# pages the project writes into run and evaluation dirs (src/report/summary.py, src/evaluate/outputs.py)
+WRITTEN_PAGES = {"summary.md", "scores.md"}
+
+
+def bare_file_names():
+    for doc in DOCS:
+        for name in BARE.findall(without_fences(doc.read_text(encoding="utf-8"))):
+            yield _rel(doc), name
+    for top in ("src", "conf", "tests", "benches", "slurm", "envs"):
+        for f in sorted((ROOT / top).rglob("*")):
+            if f.suffix in (".py", ".yaml", ".yml", ".sh") and ".cache" not in f.parts and f.is_file():
+                for name in BARE.findall(_comment_text(f)):
+                    yield _rel(f), name
+
+
+@lru_cache(maxsize=None)
+def repo_file_names() -> frozenset[str]:
+    """Names of the repository's files (tracked or not ignored), and of the git-ignored machine files
+    users create from a shipped `<name>.example`."""
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True, text=True, check=True).stdout.split("\n")
+    names = {Path(p).name for p in listed if p}
+    return frozenset(names | {n.removesuffix(".example") for n in names})
+
+
+def bare_name_problem(where: str, name: str) -> str | None:
+    if name in repo_file_names() or name in WRITTEN_PAGES:
+        return None
+    return f"{where}: {name} names no file of this repository"
+
+
+def test_bare_file_names_in_docs_and_comments_exist():
+    found = set(bare_file_names())
+    assert len(found) >= 5
+    assert sorted(filter(None, (bare_name_problem(w, n) for w, n in found))) == []
+
+
+def test_bare_name_check_can_fail():
+    assert bare_name_problem("x", "DESIGN.md") == "x: DESIGN.md names no file of this repository"
+    assert bare_name_problem("x", "RESULTS.md") is None
+
+
+def test_readme_is_a_short_front_page_linking_every_docs_page():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 300
+    unlinked = [p.name for p in sorted((ROOT / "docs").glob("*.md")) if f"(docs/{p.name}" not in text]
+    assert unlinked == [], f"docs pages the README does not link: {unlinked}"
+
+
 def test_files_named_in_docs_and_comments_exist():
     names = set(named_files())
     assert len(names) >= 100  # files are named all over the docs and comments
@@ -288,13 +344,13 @@ def test_files_named_in_docs_and_comments_exist():
 
 
 # --------------------------------------------------------------------------------------------
-# README "Layout": drawn from the real tree
+# docs/layout.md: drawn from the real tree
 
 def layout_paths() -> list[Path]:
-    """The paths README's Layout block names: a line's leading `name/` or `name.py` tokens, relative
+    """The paths docs/layout.md's block names: a line's leading `name/` or `name.py` tokens, relative
     to the package of the enclosing, less indented line (top-level lines: to the repo root)."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text[text.index("## Layout\n"):]
+    text = (ROOT / "docs" / "layout.md").read_text(encoding="utf-8")
+    section = text[text.index("# Layout\n"):]
     block = section.split("```\n")[1]
     stack: list[tuple[int, Path]] = []
     paths = []
@@ -315,7 +371,7 @@ def test_readme_layout_names_every_module_and_only_real_ones():
     named = layout_paths()
     assert len(named) >= 80
     missing = sorted(str(p.relative_to(ROOT)) for p in named if not p.exists())
-    assert missing == [], f"README Layout names files that do not exist: {missing}"
+    assert missing == [], f"docs/layout.md names files that do not exist: {missing}"
     modules = {p for p in (ROOT / "src").rglob("*.py") if p.name != "__init__.py" and "__pycache__" not in p.parts}
     unlisted = sorted(str(p.relative_to(ROOT)) for p in modules - set(named))
-    assert unlisted == [], f"modules missing from README Layout: {unlisted}"
+    assert unlisted == [], f"modules missing from docs/layout.md: {unlisted}"

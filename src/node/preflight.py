@@ -103,7 +103,7 @@ def run(plan: RunPlan, environ: dict, cpu_count: int | None = None, gpus_per_nod
     for what, path in (("model", plan.model_path), ("train data", plan.train_files), ("val data", plan.val_files)):
         if not Path(path).exists():
             raise PreflightError(f"{what} not found at {path}; fix the path in conf/local/default.yaml "
-                                 f"(paths.*) or prepare it (README: Data)")
+                                 f"(paths.*) or prepare it (docs/data-and-report.md)")
     if scorer:
         check_scorer(plan)
     cpus = cpu_count if cpu_count is not None else allocated_cpus(environ)
@@ -154,7 +154,7 @@ def check_data_splits(plan: RunPlan, validation_splits) -> None:
             raise PreflightError(f"{what} {path} is not a readable parquet file ({type(exc).__name__}: "
                                  f"{str(exc).splitlines()[0][:200] if str(exc) else ''}); prepare it with "
                                  f"`python -m src.data.prepare --split {split} ...`") from None
-        fix = f"re-run `python -m src.data.prepare --split {split} ...` for this file (README: Data)"
+        fix = f"re-run `python -m src.data.prepare --split {split} ...` for this file (docs/data-and-report.md)"
         if counts is None:
             if want_val:
                 raise PreflightError(f"{what} {path} has no extra_info.split column, so its rows would get the "

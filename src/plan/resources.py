@@ -6,7 +6,8 @@ from .values import at_least
 
 def ray_cpus_for(gpus: int) -> int:
     """Logical CPUs Ray needs for `gpus` GPUs: each GPU bundle reserves 3, TransferQueue 9 more, +1
-    (verl 0.9.1; with fewer Ray hangs silently, see DESIGN.md section 4)."""
+    (verl 0.9.1: each GPU bundle asks for `max_colocate_count` = 3 CPUs, verl/single_controller/ray/base.py
+    ResourcePoolManager; with fewer, Ray waits for the placement group forever, without a message)."""
     return 3 * gpus + 10
 
 

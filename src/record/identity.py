@@ -129,7 +129,7 @@ NAME_CHARS = 100
 
 
 def _value_text(value: str) -> str:
-    # floats as Python prints them (3e-6 -> 3e-06), as the example dirs in the README show
+    # floats as Python prints them (3e-6 -> 3e-06), as the example dirs in docs/outputs.md show
     if re.fullmatch(r"[-+]?(\d+\.\d*|\.\d+|\d+(\.\d*)?e[-+]?\d+)", value, re.I):
         return repr(float(value))
     return value

@@ -62,7 +62,7 @@ def test_scorer_figure_covers_the_measured_forward_peak(row):
 
 def test_measured_scorer_activations_grow_with_the_budget_not_the_formula_of_old():
     """Measured: XCOMET-XL bf16 at 16384 tokens keeps ~9 GiB of activations (every layer's hidden state plus
-    the layer mix's fp32 copies, DESIGN.md 5), twice what the old "one FFN + one attention map" formula said
+    the layer mix's fp32 copies, comet/modules/layerwise_attention.py), twice what the old "one FFN + one attention map" formula said
     (4.5 GiB); the plan's default shared XCOMET-XL scorer must carry that."""
     assert SCORER_PEAKS[("xcomet_xl", "bf16", 16384)][1] > 8.5
     for name, dtype in {(n, d) for n, d, _ in SCORER_PEAKS}:
@@ -171,7 +171,7 @@ def test_default_gpu_size_fits_a_real_80gb_card(plan_of):
     assert default.memory.rollout_gb <= H100_80GB_TOTAL_GIB and default.memory.update_gb <= H100_80GB_TOTAL_GIB
 
 
-# What the documented presets do on the default card (README "Memory plan"): these refuse in the rollout
+# What the documented presets do on the default card (docs/plan.md "Memory plan"): these refuse in the rollout
 REFUSED = {("qwen2.5_7b", "comet", "2"), ("qwen2.5_7b", "xcomet_xl", "2"), ("qwen2.5_7b", "xcomet_xl", "3"),
            ("qwen2.5_7b", "word_qe", "2"), ("qwen2.5_7b", "word_qe", "3")}
 SHIPPED = list(itertools.product(("qwen2.5_3b", "qwen2.5_7b"), ("comet", "xcomet_xl", "word_qe"), ("2", "3", "4", "8")))

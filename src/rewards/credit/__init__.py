@@ -1,4 +1,4 @@
-"""Token-level credit from QE error spans (`reward.credit=token`, README "Token-level credit").
+"""Token-level credit from QE error spans (`reward.credit=token`, docs/token-credit.md).
 
     ranges.py      scorer spans / BAD words (offsets in the translation) -> penalised character
                    ranges of the *response*, with a penalty each (reward workers; stdlib only)
