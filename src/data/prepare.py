@@ -7,8 +7,10 @@
 Inputs: `--input FILE.jsonl` (src, tgt, src_lang/tgt_lang or lang_pair per line), `--input FILE.tsv`
 (header with src, tgt[, src_lang, tgt_lang | lang_pair], or two columns with --lang-pair), or
 `--src-file A --tgt-file B --lang-pair zh-en` (aligned lines). Writes the parquet and
-`<out>.stats.json` next to it (both atomically) and prints a table. Bad input: one line on stderr,
-exit status 2, nothing written.
+`<out>.stats.json` next to it (both atomically, together) and prints a table. Bad input (including an
+output dir that cannot be written, or an existing output without --overwrite): one line on stderr,
+exit status 2, nothing written. A write that fails anyway (disk full): one line, exit 1, the earlier
+files as they were.
 """
 
 from __future__ import annotations
@@ -25,14 +27,19 @@ from .filters import (
     filter_by_length,
     new_counts,
 )
-from .parquet_io import write_json_atomic, write_parquet_atomic
+from .parquet_io import json_writer, parquet_writer
 from .readers import InputError, read_pairs
 from .rows import SPLITS, make_row
+from .safe_write import atomic_files, os_reason, writable_dir_problem
 from .stats import build_stats, format_table
 from .templates import TEMPLATES, UnknownTemplateError, expected_format
 from .tokens import load_tokenizer, token_lengths
 
-EXIT_BAD_INPUT = 2
+EXIT_BAD_INPUT, EXIT_WRITE_FAILED = 2, 1
+
+
+class WriteError(Exception):
+    """The checked output could not be written after all (disk full); nothing was replaced."""
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -66,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True, type=Path, help="output .parquet")
     p.add_argument("--stats", type=Path, help="stats json (default: <out without .parquet>.stats.json)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out and stats file")
     return p
 
 
@@ -84,6 +92,21 @@ def _check_args(args) -> None:
             raise InputError(f"--{flag.replace('_', '-')} must be positive, got {value}")
 
 
+def _stats_path(args) -> Path:
+    return args.stats or args.out.with_suffix(".stats.json")
+
+
+def _check_outputs(args) -> None:
+    """Before any work: the output dirs can be written, and nothing there is replaced unasked."""
+    for path in (args.out, _stats_path(args)):
+        if path.exists() and (path.is_dir() or not args.overwrite):
+            raise InputError(f"{path} is a directory" if path.is_dir() else
+                             f"{path} exists; give --overwrite to replace it, or another --out/--stats")
+        problem = writable_dir_problem(path.parent)
+        if problem:
+            raise InputError(f"cannot write {path}: {problem}")
+
+
 def _default_name(args) -> str:
     source = args.input or args.src_file
     return source.stem if source is not None else "dataset"
@@ -92,6 +115,7 @@ def _default_name(args) -> str:
 def prepare(args) -> dict:
     """Everything after argument parsing; raises InputError before writing anything."""
     _check_args(args)
+    _check_outputs(args)
     pairs = read_pairs(args.input, args.src_file, args.tgt_file, args.lang_pair)
     tokenizer = load_tokenizer(args.tokenizer)
     name = args.name or _default_name(args)
@@ -132,9 +156,10 @@ def prepare(args) -> dict:
             },
         },
     )
-    stats_path = args.stats or args.out.with_suffix(".stats.json")
-    write_parquet_atomic(rows, args.out)
-    write_json_atomic(stats, stats_path)
+    try:
+        atomic_files({args.out: parquet_writer(rows), _stats_path(args): json_writer(stats)})
+    except OSError as e:
+        raise WriteError(f"cannot write {args.out}: {os_reason(e)}; nothing was written") from None
     return stats
 
 
@@ -142,9 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         stats = prepare(args)
-    except InputError as e:
-        sys.stderr.write(f"prepare: error: {e}\n")
-        return EXIT_BAD_INPUT
+    except (InputError, WriteError) as e:
+        sys.stderr.write(f"prepare: error: {' '.join(str(e).splitlines())}\n")
+        return EXIT_BAD_INPUT if isinstance(e, InputError) else EXIT_WRITE_FAILED
     print(format_table(stats))
     print(f"wrote {stats['total']['rows_out']} rows to {args.out}")
     return 0

@@ -7,8 +7,11 @@ so the CLI can print one line and exit 2 before writing anything.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from .templates import LANGUAGE_NAMES
 
 
 class InputError(Exception):
@@ -23,12 +26,31 @@ class Pair:
     tgt_lang: str
 
 
+def language_code(value: str) -> str:
+    """A language code the prompt templates know (src/data/templates.py LANGUAGE_NAMES), lower-cased:
+    'ZH' -> 'zh'. An unknown code would put "Translate the following xx text" into every prompt and
+    make `ZH-EN` a data_source of its own, so it is refused."""
+    code = str(value).strip().lower()
+    if code not in LANGUAGE_NAMES:
+        raise InputError(f"unknown language code {value!r} (known: {', '.join(LANGUAGE_NAMES)}; add a new "
+                         f"language to LANGUAGE_NAMES in src/data/templates.py)")
+    return code
+
+
+def language_pair(src: str, tgt: str) -> tuple[str, str]:
+    """Both codes checked and lower-cased; a pair from a language into itself is refused."""
+    pair = language_code(src), language_code(tgt)
+    if pair[0] == pair[1]:
+        raise InputError(f"language pair {src}-{tgt} translates {pair[0]} into itself; give two languages")
+    return pair
+
+
 def parse_lang_pair(value: str) -> tuple[str, str]:
-    """'zh-en' -> ('zh', 'en')."""
-    parts = value.strip().split("-")
-    if len(parts) != 2 or not all(parts):
+    """'zh-en' (or 'ZH-EN') -> ('zh', 'en')."""
+    parts = str(value).strip().split("-")
+    if len(parts) != 2 or not all(p.strip() for p in parts):
         raise InputError(f"language pair must look like 'zh-en', got {value!r}")
-    return parts[0], parts[1]
+    return language_pair(*parts)
 
 
 def _require_file(path: Path) -> None:
@@ -36,15 +58,33 @@ def _require_file(path: Path) -> None:
         raise InputError(f"input file not found: {path}")
 
 
+def read_text_lines(path: Path) -> list[str]:
+    """The file's lines, split on "\n" only (a trailing "\r" dropped): str.splitlines would also cut
+    at U+2028, U+0085, form feeds... inside a sentence and shift every later pair. A UTF-8 BOM is
+    skipped; any other non-UTF-8 byte is one clear line naming the file and where."""
+    _require_file(path)
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise InputError(f"{path}:{line}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}); convert "
+                         f"it first, e.g. iconv -f GBK -t UTF-8 {path.name} > {path.stem}.utf8{path.suffix}") from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
 def _langs_of(record: dict, default: tuple[str, str] | None, where: str) -> tuple[str, str]:
-    if record.get("src_lang") and record.get("tgt_lang"):
-        return str(record["src_lang"]), str(record["tgt_lang"])
-    for key in ("lang_pair", "lp"):
-        if record.get(key):
-            try:
+    try:
+        if record.get("src_lang") and record.get("tgt_lang"):
+            return language_pair(str(record["src_lang"]), str(record["tgt_lang"]))
+        for key in ("lang_pair", "lp"):
+            if record.get(key):
                 return parse_lang_pair(str(record[key]))
-            except InputError as e:
-                raise InputError(f"{where}: {e}") from None
+    except InputError as e:
+        raise InputError(f"{where}: {e}") from None
     if default is not None:
         return default
     raise InputError(f"{where}: no language pair (give src_lang/tgt_lang or lang_pair fields, or --lang-pair)")
@@ -60,40 +100,80 @@ def _text(value, where: str, column: str) -> str:
 
 def read_jsonl(path: Path, default_langs: tuple[str, str] | None) -> list[Pair]:
     """One object per line with `src`, `tgt` and `src_lang`/`tgt_lang` or `lang_pair`."""
-    _require_file(path)
     pairs = []
-    with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            where = f"{path}:{lineno}"
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise InputError(f"{where}: not valid JSON ({e.msg})") from None
-            if not isinstance(record, dict):
-                raise InputError(f"{where}: expected a JSON object per line")
-            missing = [c for c in ("src", "tgt") if c not in record]
-            if missing:
-                found = ", ".join(record) or "none"
-                raise InputError(f"{where}: missing column(s) {', '.join(missing)} (found: {found})")
-            src_lang, tgt_lang = _langs_of(record, default_langs, where)
-            src, tgt = _text(record["src"], where, "src"), _text(record["tgt"], where, "tgt")
-            pairs.append(Pair(src, tgt, src_lang, tgt_lang))
+    for lineno, line in enumerate(read_text_lines(path), 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise InputError(f"{where}: not valid JSON ({e.msg})") from None
+        except RecursionError:
+            raise InputError(f"{where}: JSON nested too deeply") from None
+        if not isinstance(record, dict):
+            raise InputError(f"{where}: expected a JSON object per line")
+        missing = [c for c in ("src", "tgt") if c not in record]
+        if missing:
+            found = ", ".join(record) or "none"
+            raise InputError(f"{where}: missing column(s) {', '.join(missing)} (found: {found})")
+        src_lang, tgt_lang = _langs_of(record, default_langs, where)
+        src, tgt = _text(record["src"], where, "src"), _text(record["tgt"], where, "tgt")
+        pairs.append(Pair(src, tgt, src_lang, tgt_lang))
     return pairs
 
 
+# header names a TSV's first row may use, lower-cased -> the column they mean
+TSV_COLUMNS = {
+    "src": "src", "source": "src",
+    "tgt": "tgt", "target": "tgt",
+    "src_lang": "src_lang", "source_lang": "src_lang",
+    "tgt_lang": "tgt_lang", "target_lang": "tgt_lang",
+    "lang_pair": "lang_pair", "lp": "lang_pair",
+}
+# words a header row tends to hold besides those: a first row made only of such words (and of
+# language codes/names) is a header we cannot read, never a sentence pair to train on
+_HEADER_WORDS = {"text", "sentence", "sentences", "segment", "translation", "reference", "ref", "hyp",
+                 "hypothesis", "mt", "input", "output", "id", "index", "lang", "language", "pair", "src_text",
+                 "tgt_text", "source_text", "target_text", "source_sentence", "target_sentence",
+                 "source_language", "target_language"}
+_WORD = re.compile(r"[a-z][a-z0-9_ .-]*")
+
+
+def _header_like(field: str) -> bool:
+    word = field.strip().lower()
+    names = {n.lower() for n in LANGUAGE_NAMES.values()}
+    return bool(_WORD.fullmatch(word)) and (word in TSV_COLUMNS or word in _HEADER_WORDS or word in LANGUAGE_NAMES
+                                            or word in names or word.replace(" ", "_") in _HEADER_WORDS)
+
+
+def _tsv_header(path: Path, first: list[str]) -> list[str] | None:
+    """The first row's column names mapped to src/tgt/src_lang/tgt_lang/lang_pair when it is a header
+    (it names a source and a target column, e.g. `src<TAB>tgt` or `Source<TAB>Target`); None when it is
+    data. A first row that looks like a header but is not one we can read is refused."""
+    names = [TSV_COLUMNS.get(f.strip().lower()) for f in first]
+    if "src" in names and "tgt" in names:
+        unknown = [f for f, n in zip(first, names) if n is None]
+        repeated = sorted({n for n in names if n is not None and names.count(n) > 1})
+        if unknown or repeated:
+            raise InputError(f"{path}:1: header column(s) {', '.join(map(repr, unknown or repeated))} "
+                             f"{'unknown' if unknown else 'named twice'}; a header names columns from "
+                             f"{', '.join(TSV_COLUMNS)}")
+        return names
+    if all(_header_like(f) for f in first):
+        raise InputError(f"{path}:1: the first row {first!r} looks like a header but names no source and target "
+                         f"column; name them src and tgt (or source and target), or drop the row")
+    return None
+
+
 def read_tsv(path: Path, default_langs: tuple[str, str] | None) -> list[Pair]:
-    """Tab-separated, no quoting. With a header row naming `src` and `tgt` (and optionally
-    `src_lang`/`tgt_lang`/`lang_pair`), columns are found by name; without one, each line must
-    have exactly two fields, source then target, and --lang-pair gives the languages."""
-    _require_file(path)
-    with path.open(encoding="utf-8", newline="") as f:
-        lines = [line.rstrip("\r\n") for line in f]
+    """Tab-separated, no quoting. With a header row naming `src`/`source` and `tgt`/`target` (and
+    optionally `src_lang`/`tgt_lang`/`lang_pair`, any case), columns are found by name; without one,
+    each line must have exactly two fields, source then target, and --lang-pair gives the languages."""
+    lines = read_text_lines(path)
     if not lines:
         return []
-    first = lines[0].split("\t")
-    header = [h.strip() for h in first] if {"src", "tgt"} <= {h.strip() for h in first} else None
+    header = _tsv_header(path, lines[0].split("\t"))
     pairs = []
     for lineno, line in enumerate(lines[1:] if header else lines, 2 if header else 1):
         if not line.strip():
@@ -122,8 +202,8 @@ def read_aligned(src_path: Path, tgt_path: Path, langs: tuple[str, str] | None) 
     _require_file(tgt_path)
     if langs is None:
         raise InputError("two aligned text files need --lang-pair (e.g. --lang-pair zh-en)")
-    src_lines = src_path.read_text(encoding="utf-8").splitlines()
-    tgt_lines = tgt_path.read_text(encoding="utf-8").splitlines()
+    src_lines = read_text_lines(src_path)
+    tgt_lines = read_text_lines(tgt_path)
     if len(src_lines) != len(tgt_lines):
         raise InputError(
             f"aligned files differ in length: {src_path} has {len(src_lines)} lines, {tgt_path} has {len(tgt_lines)}"

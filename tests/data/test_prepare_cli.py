@@ -126,7 +126,7 @@ def test_bad_input_one_line_exit_2_nothing_written(tmp_path, tiny_tokenizer_dir,
         "not_parquet": ["--input", str(pairs_jsonl), "--out", str(out_dir / "train.csv")],
     }[case]
     base = ["--split", "train", "--template", "chat", "--tokenizer", str(tiny_tokenizer_dir), "--out",
-            str(out_dir / "train.parquet")]
+            str(out_dir / "train.parquet"), "--overwrite"]
     assert main(base + argv) == 2  # later flags win in argparse
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("prepare: error: ") and message in err
@@ -144,7 +144,8 @@ def test_missing_required_flag_is_one_line_exit_2(capsys):
 
 def test_rewrite_replaces_atomically_without_leftovers(tmp_path, tiny_tokenizer_dir, pairs_jsonl):
     for _ in range(2):
-        rc, out = run(tmp_path, tiny_tokenizer_dir, "--input", str(pairs_jsonl), "--max-per-direction", "2")
+        rc, out = run(tmp_path, tiny_tokenizer_dir, "--input", str(pairs_jsonl), "--max-per-direction", "2",
+                      "--overwrite")
         assert rc == 0
     assert _dir_listing(out.parent) == ["train.parquet", "train.stats.json"]
     assert len(rows_of(out)) == 2
