@@ -1,0 +1,68 @@
+"""`python -m src.tiny_models WHAT OUT ...`: build a tiny model offline (once: a complete tree is reused).
+
+    python -m src.tiny_models policy OUT [--num-layers 2 --hidden-size 128 --intermediate-size 256
+                                          --num-attention-heads 2 --num-kv-heads 1 --vocab-size 640]
+    .venv-scorer/bin/python -m src.tiny_models qe [OUT] [--with-small]
+    python -m src.tiny_models tokenizer OUT
+
+`policy` runs in the train env (transformers 5.9), `qe` in the scorer env (unbabel-comet). The last
+stdout line is the absolute OUT path; bad input is one line on stderr and exit 2.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import fields
+from pathlib import Path
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    def error(self, message):
+        sys.stderr.write(f"error: python -m src.tiny_models: {message}\n")
+        sys.exit(2)
+
+
+def _policy(argv: list[str]) -> int:
+    from .policy import PolicySpec, ensure_built
+    from .vllm_rules import VllmConstraintError
+
+    p = _OneLineParser(prog="python -m src.tiny_models policy")
+    p.add_argument("out", type=Path)
+    for f in fields(PolicySpec):
+        p.add_argument("--" + f.name.replace("_", "-"), type=int, default=f.default)
+    args = p.parse_args(argv)
+    spec = PolicySpec(**{f.name: getattr(args, f.name) for f in fields(PolicySpec)})
+    try:
+        status = ensure_built(args.out, spec)
+    except VllmConstraintError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"tiny policy {status}: {spec}")
+    print(args.out.resolve())
+    return 0
+
+
+def _tokenizer(argv: list[str]) -> int:
+    from .tokenizer import build_tiny_tokenizer
+
+    p = _OneLineParser(prog="python -m src.tiny_models tokenizer")
+    p.add_argument("out", type=Path)
+    print(build_tiny_tokenizer(p.parse_args(argv).out).resolve())
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    commands = {"policy": _policy, "tokenizer": _tokenizer}
+    if not argv or argv[0] not in (*commands, "qe"):
+        print("error: usage: python -m src.tiny_models {policy,qe,tokenizer} OUT ... (see --help of each)",
+              file=sys.stderr)
+        return 2
+    if argv[0] == "qe":
+        from .qe import main as qe_main
+
+        return qe_main(argv[1:])
+    return commands[argv[0]](argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
