@@ -1,0 +1,111 @@
+"""Every shipped reward group gives the same result dict as the reward code before the component
+registry (issue 25): the fixture tests/fixtures/reward_golden.json was written by that code (commit
+396bdce) for a fixed set of responses, against the tiny QE service (deterministic random weights).
+
+A change that moves a number of any group on any of these responses fails here; a change meant to
+move one regenerates the fixture on purpose:
+    QE_RL_WRITE_REWARD_GOLDEN=1 .venv/bin/python -m pytest tests/rewards/test_reward_golden.py
+and the diff of the fixture shows what moved.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.rewards.conftest import extra_info, kwargs_for
+
+GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "reward_golden.json"
+SRC = "这只猫坐在垫子上，看着窗外的鸟。"
+REF = "The cat sat on the mat, watching the birds outside the window."
+
+# (name, response, reference, extra_info overrides)
+RESPONSES = [
+    ("good", f"<think>猫 = cat</think>\n<translate>The cat sits on the mat and watches the birds outside.</translate>", REF, {}),
+    ("close", "<think>x</think><translate>The cat sat on the mat, watching the birds outside the window.</translate>", REF, {}),
+    ("poor", "<think>?</think><translate>A dog runs in the park.</translate>", REF, {}),
+    ("format_broken", "The cat sits on the mat.", REF, {}),
+    ("tags_twice", "<think>a</think><translate>x</translate><translate>y</translate>", REF, {}),
+    ("empty", "<think>a</think><translate>  </translate>", REF, {}),
+    ("source_copy", f"<think>a</think><translate>{SRC}</translate>", REF, {}),
+    ("wrong_script", "<think>a</think><translate>猫坐在垫子上看鸟。</translate>", REF, {}),
+    ("too_long", "<think>a</think><translate>" + "the cat " * 60 + "</translate>", REF, {}),
+    ("no_reference", "<think>a</think><translate>The cat sits on the mat.</translate>", "", {}),
+    ("val_good", "<think>猫</think><translate>The cat sits on the mat and watches the birds.</translate>", REF,
+     {"split": "val"}),
+    ("val_copy", f"<think>a</think><translate>{SRC}</translate>", REF, {"split": "val"}),
+    ("translate_only", "<translate>The cat sits on the mat.</translate>", REF, {"template": "rl"}),
+]
+
+# (name, reward group, overrides): every shipped group and the options that change the arithmetic
+GROUPS = [
+    ("comet", "comet", ()),
+    ("comet_train", "comet", ("reward.mode=train",)),
+    ("comet_da", "comet", ("reward.sentence_models=[comet_da]", "reward.weights.kiwi=0", "reward.weights.comet=1")),
+    ("comet_discrete", "comet", ("reward.discrete.enable=true",)),
+    ("xcomet_xl", "xcomet_xl", ()),
+    ("xcomet_xl_mqm", "xcomet_xl", ("reward.weights.xcomet=0", "reward.weights.mqm=1")),
+    ("xcomet_xl_ref", "xcomet_xl", ("reward.span.reference=true",)),
+    ("xcomet_xl_eval", "xcomet_xl", ("reward.mode=eval",)),
+    ("word_qe", "word_qe", ()),
+    ("word_qe_probs", "word_qe", ("reward.span.word_tag_source=probs", "reward.weights.kiwi=0.5")),
+    ("xcomet_xl_token", "xcomet_xl", ("reward.credit=token",)),
+]
+
+
+def _plain(value):
+    if isinstance(value, float):
+        return None if not math.isfinite(value) else round(value, 9)
+    return value
+
+
+def _results(loop) -> dict:
+    from src.rewards.compute import compute_score
+
+    out = {}
+    for group, reward, overrides in GROUPS:
+        kw = kwargs_for(reward, *overrides)
+        for name, response, reference, info_over in RESPONSES:
+            info = extra_info(SRC, **info_over)
+            res = loop.run_until_complete(compute_score("wmt_zh_en/zh-en", response, reference, info, **kw))
+            out[f"{group}/{name}"] = {k: _plain(v) for k, v in sorted(res.items())}
+    return out
+
+
+def test_every_group_scores_as_before_the_registry(loop, scorer_env):
+    got = _results(loop)
+    if os.environ.get("QE_RL_WRITE_REWARD_GOLDEN") == "1":
+        GOLDEN.write_text(json.dumps(got, indent=1, ensure_ascii=False, sort_keys=True) + "\n", encoding="utf-8")
+    want = json.loads(GOLDEN.read_text(encoding="utf-8"))
+    assert sorted(got) == sorted(want)
+    diffs = []
+    for case, res in want.items():
+        for key, value in res.items():
+            new = got[case].get(key, "<missing>")
+            if isinstance(value, float) and isinstance(new, float):
+                if abs(value - new) > 1e-6:
+                    diffs.append(f"{case}.{key}: {value} -> {new}")
+            elif value != new:
+                diffs.append(f"{case}.{key}: {value!r} -> {new!r}")
+        extra = sorted(set(got[case]) - set(res))
+        if extra:
+            diffs.append(f"{case}: new keys {extra}")
+    assert diffs == []
+
+
+def test_the_golden_set_is_not_trivial():
+    """The fixture covers every path of compute_score: a broken format, each degenerate flag,
+    validation rows, and real QE numbers that differ between responses."""
+    want = json.loads(GOLDEN.read_text(encoding="utf-8"))
+    assert len(want) == len(GROUPS) * len(RESPONSES)
+    scores = {round(r["score"], 6) for r in want.values()}
+    assert len(scores) >= 15
+    assert any(r["format_ok"] == 0.0 for r in want.values())
+    for flag in ("degenerate_empty", "degenerate_source_copy", "degenerate_wrong_script", "degenerate_length_ratio"):
+        assert any(r.get(flag) == 1.0 for r in want.values()), flag
+    assert any(r.get("xcomet") is not None for r in want.values())
+    assert any(r.get("ok_ratio") is not None for r in want.values())
+    assert any(r.get("comet") is not None for r in want.values())
