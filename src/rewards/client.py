@@ -17,9 +17,11 @@ or reset connection means the service is down: the runner restarts it on the sam
 (src/node/scorer_service.py), so the call polls GET /health until the service answers again, for up to
 QE_SCORER_READY_TIMEOUT_S per outage, then sends the request again. A restart costs time, never a
 sample: verl's V1 agent loop tags a prompt's whole group `failure` when one reward call raises
-(verl/trainer/ppo/v1/agent_loop_tq.py AgentLoopWorkerTQ._run_prompt), and the replay buffer then
-trains without it. When the service stays unreachable the call raises ScorerUnavailable naming the
-URL and the log: a reward is never silently zero.
+(verl/trainer/ppo/v1/agent_loop_tq.py AgentLoopWorkerTQ._run_prompt). Such a lost group stops the
+run, or, within scorer.lost_groups_allowed, is dropped whole (all its trajectories) before the step
+trains on the groups left (src/trainer/guard.py; verl alone would train on its survivors). When the
+service stays unreachable the call raises ScorerUnavailable naming the URL and the log: a reward is
+never silently zero.
 """
 from __future__ import annotations
 

@@ -1,11 +1,15 @@
-"""Stops training instead of letting it degrade silently: lost groups and unbounded DAPO resampling.
+"""Stops training instead of letting it degrade silently, and drops lost groups whole.
 
 Where and why (checked in verl 0.9.1's source):
 - A reward call that raises (the QE scorer is down for good) fails its trajectory; the agent loop
   then tags the whole prompt group `failure` (verl/trainer/ppo/v1/agent_loop_tq.py,
-  AgentLoopWorkerTQ._run_prompt, gather with return_exceptions=True), and the sync replay buffer
-  trains on the groups that survived, raising only when none did
-  (verl/trainer/ppo/v1/replay_buffer.py, ReplayBuffer.sample). So the step shrinks silently.
+  AgentLoopWorkerTQ._run_prompt, gather with return_exceptions=True), but the trajectories of the
+  group that did finish stay in TransferQueue. verl's sync replay buffer keeps such a group
+  sampleable (verl/trainer/ppo/v1/replay_buffer.py, ReplayBuffer._sampleable_terminal_keys: terminal
+  = finished | failure) and trains on its survivors as a smaller group: with one survivor GRPO's
+  group mean is its own score and its std is replaced by 1 (verl/trainer/ppo/core_algos.py,
+  compute_grpo_outcome_advantage), so its advantage is the raw score, not a group-normalised one.
+  verl raises only when no trajectory at all survived (ReplayBuffer.sample).
 - With DAPO's group filter the same buffer keeps dispatching new prompts (`refill_fn`) until enough
   groups pass; `algorithm.filter_groups.max_num_gen_batches` is ignored there (a warning in
   trainer_base.py, _resolve_filter_groups_metric), so a reward that gives whole groups the same
@@ -14,14 +18,27 @@ Where and why (checked in verl 0.9.1's source):
 Mechanism: verl's own extension point for the buffer, `trainer.v1.sampler.custom_sampler.{path,name}`
 (trainer_base.py, _build_replay_buffer: loaded with load_extern_type and given `sampler_kwargs`).
 `GuardedReplayBuffer` is verl's sync ReplayBuffer with the constructor arguments verl would give
-its built-in one (taken from sampler_kwargs, which src/verl_config/ppo_trainer.py fills from the plan) plus
-three checks in the trainer process, at the one place every group passes before training:
+its built-in one (taken from sampler_kwargs, which src/verl_config/ppo_trainer.py fills from the plan) plus,
+in the trainer process, at the one place every group passes before training:
   1. after each metadata sync, groups tagged `failure` are counted (per step and per run); more
-     than scorer.lost_groups_allowed stops the run before it trains on the smaller batch;
-  2. each refill is counted in generation batches; drawing more than max_gen_batches for one step
+     than scorer.lost_groups_allowed stops the run before it trains on anything of that step;
+  2. a lost training group within that allowance is dropped whole before the batch is selected:
+     all its trajectories are cleared from TransferQueue and it is never sampleable
+     (`_select_prompt_uids`, the hook verl's `sample` calls once enough groups are terminal), so
+     the step trains on the complete groups that are left, a smaller batch (verl pads it to its
+     batch multiple, trainer_base.py _balance_batch, as it pads any short batch). If no group of
+     the step is left, the run stops: verl would fail there with a message about refilling;
+  3. each refill is counted in generation batches; drawing more than max_gen_batches for one step
      stops the run;
-  3. the counts are returned with the sampler's metrics, so verl logs them every step
-     (training_guard/lost_groups, training_guard/gen_batches, training_guard/filtered_group_share).
+  4. the counts are returned with the sampler's metrics, so verl logs them every step
+     (training_guard/lost_groups, training_guard/lost_groups_total, training_guard/dropped_trajectories,
+     training_guard/gen_batches, training_guard/filtered_group_share).
+Validation groups are counted (a lost one stops the run like a training one beyond the allowance)
+but not dropped: verl's validation metrics take the sessions that finished against the number
+expected per prompt (trainer_base.py, _validate, expected_acc_counts), and validation trains nothing.
+Why not verl's own `trainer.v1.sampler.sync_refill_failed_groups`: it evicts a failed group only when
+none of its trajectories survived (replay_buffer.py, _terminal_eviction_reasons), replaces it with
+a new prompt (one more generation for the step) and forces single-prompt dataloader fetches.
 Alternatives rejected: the runner watching a file the reward function writes sees a failure only
 after verl has already trained on the rest of the batch, and a custom agent loop manager would
 replace far more of verl than this one class.
@@ -76,6 +93,7 @@ class StepGuard:
         self._filtered: set[str] = set()
         self._classified: set[str] = set()
         self._refilled_prompts = 0
+        self._dropped_trajectories = 0
 
     def begin(self, partition: str, step: int) -> None:
         """A sample() call: counters are per (partition, step)."""
@@ -83,6 +101,7 @@ class StepGuard:
             self._at = (partition, step)
             self._failed, self._filtered, self._classified = set(), set(), set()
             self._refilled_prompts = 0
+            self._dropped_trajectories = 0
 
     @property
     def gen_batches(self) -> float:
@@ -102,6 +121,18 @@ class StepGuard:
             self.on_stop(
                 f"training stopped at step {step}: {len(self._failed)} {kind} group(s) lost to failed rollout or "
                 f"reward calls ({self.lost_total} in this run, scorer.lost_groups_allowed={self.lost_groups_allowed}); "
+                f"{_service_hint()}; the first error is in the training log ('Error in _run_prompt')")
+
+    def dropped(self, uids: set[str], trajectories: int, groups_left: int) -> None:
+        """Lost groups (within the allowance) taken out of the step whole, with the `trajectories` of
+        theirs that had finished; `groups_left` complete groups remain for the batch."""
+        self._dropped_trajectories += trajectories
+        if uids and groups_left == 0:
+            step = self._at[1] if self._at else 0
+            self.on_stop(
+                f"training stopped at step {step}: all {len(uids)} training group(s) of the step lost to failed "
+                f"rollout or reward calls ({self.lost_total} in this run, within "
+                f"scorer.lost_groups_allowed={self.lost_groups_allowed}), nothing left to train on; "
                 f"{_service_hint()}; the first error is in the training log ('Error in _run_prompt')")
 
     def classified(self, filtered: set[str], finished: set[str]) -> None:
@@ -128,6 +159,7 @@ class StepGuard:
     def metrics(self) -> dict:
         return {f"{METRIC_PREFIX}/lost_groups": len(self._failed),
                 f"{METRIC_PREFIX}/lost_groups_total": self.lost_total,
+                f"{METRIC_PREFIX}/dropped_trajectories": self._dropped_trajectories,
                 f"{METRIC_PREFIX}/gen_batches": self.gen_batches,
                 f"{METRIC_PREFIX}/filtered_group_share": self.filtered_share}
 
@@ -170,6 +202,22 @@ class GuardedReplayBuffer(_buffer_base()):
     def _sync_metadata_from_transfer_queue(self):
         super()._sync_metadata_from_transfer_queue()
         self.guard.failed(set(self.failure_keys[self._partition]))
+
+    def _select_prompt_uids(self, partition_id, sampleable_keys, batch_size):
+        # verl's sample calls this once enough groups are terminal (for DAPO: and none is in flight),
+        # so every lost group of the step is known here; see the module docstring, point 2
+        if partition_id != "val":
+            lost = sampleable_keys & self.failure_keys[partition_id]
+            if lost:
+                trajectories = sum(1 for key in self.partitions[partition_id] if key.split("_")[0] in lost)
+                # out of TransferQueue and of this poll's metadata, prompt and trajectories alike
+                # (replay_buffer.py, _clear_groups, as verl evicts stale and filtered groups)
+                self._clear_groups(partition_id, lost)
+                # in place: verl's sample reads this same set afterwards for DAPO's surplus, which
+                # must not clear (or count) the dropped groups a second time
+                sampleable_keys.difference_update(lost)
+                self.guard.dropped(lost, trajectories, len(sampleable_keys))
+        return super()._select_prompt_uids(partition_id, sampleable_keys, batch_size)
 
     def _dapo_filtered_keys(self, partition_id):
         filtered, counts = super()._dapo_filtered_keys(partition_id)
