@@ -88,13 +88,21 @@ class ScorerConfig:
     inference_threads: int = 0
     torch_threads: int = 0  # 0 = torch's default; on CPU divided among the inference threads
     drain_timeout_s: float = 10.0  # on SIGTERM: time to finish queued work before exiting
+    # A connection must deliver a request's headers within this many seconds of opening (or of
+    # its previous answer: idle kept-alive connections close after it too), and the body within
+    # this many seconds of its headers; else it is closed (a late body gets 408 first), so a
+    # stalled client holds a socket and its partial request only this long. Above aiohttp
+    # clients' 15 s idle keep-alive (the reward workers'), so the client, not the service,
+    # closes an idle pooled connection and no request is sent into a closing one.
+    read_timeout_s: float = 30.0
 
 
 _INT_FIELDS = {"port": (0, 65535), "batch_tokens": (1, None), "max_batch_items": (1, None),
                "max_queue": (1, None), "max_body_bytes": (1024, None),
                "max_items_per_request": (1, None), "torch_threads": (0, None),
                "inference_threads": (0, 64)}
-_FLOAT_FIELDS = {"max_wait_ms": (0.0, 60_000.0), "drain_timeout_s": (0.0, 3600.0)}
+_FLOAT_FIELDS = {"max_wait_ms": (0.0, 60_000.0), "drain_timeout_s": (0.0, 3600.0),
+                 "read_timeout_s": (0.1, 3600.0)}
 
 
 def _is_int(v: Any) -> bool:

@@ -8,12 +8,14 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+import math
 import os
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Optional
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from .batching import Batcher, BatchFailed, QueueFull, ShuttingDown
 from .config import ScorerConfig
@@ -22,6 +24,40 @@ from .runner import ModelRunner
 from .schema import ModelInfo, RequestError, parse_score_request, results_for_empty_mt
 
 log = logging.getLogger("scorer")
+
+
+class MalformedHttpLog(logging.Filter):
+    """For aiohttp's server logger. aiohttp logs every request it cannot parse as HTTP (a NUL
+    or a non-ASCII byte in a header, a bad request line) at ERROR with a traceback
+    (web_protocol.py RequestHandler.handle_error) and answers 400 itself: a client that keeps
+    sending such requests would fill the service log. They are the client's error, so: one
+    WARNING line without the traceback, at most one per `every_s` seconds, counting those left
+    out. Only the parser's first line is kept: the rest quotes the offending header line, which
+    may be the Authorization header with the token."""
+
+    def __init__(self, every_s: float = 10.0) -> None:
+        super().__init__()
+        self.every_s = every_s
+        self.last = -math.inf
+        self.skipped = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if not isinstance(exc, HttpProcessingError):
+            return True
+        now = time.monotonic()
+        if now - self.last < self.every_s:
+            self.skipped += 1
+            return False
+        what = (exc.message or type(exc).__name__).strip().splitlines()[0].rstrip(":")
+        peer = record.args[0] if isinstance(record.args, tuple) and record.args else "?"
+        record.msg = "malformed HTTP request from %s answered 400 (%s)%s"
+        record.args = (peer, what[:120], f"; {self.skipped} more since the last such line"
+                       if self.skipped else "")
+        record.exc_info = record.exc_text = None
+        record.levelno, record.levelname = logging.WARNING, "WARNING"
+        self.last, self.skipped = now, 0
+        return True
 
 
 @dataclass
@@ -77,11 +113,37 @@ async def require_token(request: web.Request, handler) -> web.StreamResponse:
     return await handler(request)
 
 
+async def read_body(request: web.Request, timeout_s: float) -> Optional[bytes]:
+    """The whole body, or None when it has not arrived `timeout_s` after its headers. (A
+    request's headers are bounded by aiohttp's keep-alive timer, set to the same value in
+    serve.py: it closes a connection whose next request has not been parsed in time.)"""
+    try:
+        async with asyncio.timeout(timeout_s):
+            return await request.read()
+    except TimeoutError:
+        return None
+
+
+async def cut_stalled(request: web.Request, timeout_s: float) -> web.Response:
+    """408, then the connection is closed at once. Returning the response alone would leave the
+    socket open for aiohttp's lingering time (10 s), reading a body that is not coming."""
+    resp = json_error(408, f"request body not received within read_timeout_s={timeout_s:g}s "
+                           f"of its headers; connection closed")
+    resp.force_close()
+    await resp.prepare(request)
+    await resp.write_eof()
+    if request.transport is not None:
+        request.transport.close()  # flushes the 408, then closes
+    return resp
+
+
 async def handle_score(request: web.Request) -> web.Response:
     state = request.app[STATE]
     if state.draining:
         return json_error(503, "shutting down", {"Retry-After": "1"})
-    body = await request.read()  # raises 413 past client_max_size
+    body = await read_body(request, state.cfg.read_timeout_s)  # 413 past client_max_size
+    if body is None:
+        return await cut_stalled(request, state.cfg.read_timeout_s)
     try:
         req = parse_score_request(body, state.infos, state.cfg.max_items_per_request)
     except RequestError as e:

@@ -16,17 +16,23 @@ import asyncio
 import json
 import logging
 import os
+import resource
 import signal
 import socket
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 from .config import ConfigError, ScorerConfig, load_config
 from .loading import StartupError, resolve_checkpoint
 
 TOKEN_ENV = "QE_SCORER_TOKEN"
+LISTEN_BACKLOG = 1024
+# Open files wanted: every connection is one (stalled ones too, until read_timeout_s cuts them),
+# plus the models' files, torch's and the tokenizers'. A soft limit of 1024 (a common default)
+# would refuse connections at about a thousand clients; the hard limit is the user's to raise.
+FD_WANTED = 65536
 log = logging.getLogger("scorer")
 
 
@@ -64,6 +70,20 @@ def _setup_logging() -> None:
     for noisy in ("comet", "pytorch_lightning", "lightning", "lightning_fabric", "transformers",
                   "aiohttp.access", "jieba"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def raise_fd_limit(wanted: int = FD_WANTED) -> Tuple[int, int]:
+    """Raises this process's soft RLIMIT_NOFILE towards `wanted`, never above the hard limit
+    (which an unprivileged process cannot raise). -> (soft, hard) now in effect."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass  # keep the old limit; serve() logs the one in effect
+    return soft, hard
 
 
 def bind_socket(host: str, port: int) -> socket.socket:
@@ -166,9 +186,10 @@ async def serve(cfg: ScorerConfig, token: bytes, runners, sock: socket.socket,
     from aiohttp import web
 
     from .batching import Batcher
-    from .http_api import ServiceState, create_app
+    from .http_api import MalformedHttpLog, ServiceState, create_app
     from .metrics import Metrics
 
+    logging.getLogger("aiohttp.server").addFilter(MalformedHttpLog())
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -190,10 +211,19 @@ async def serve(cfg: ScorerConfig, token: bytes, runners, sock: socket.socket,
                          peak_gpu_bytes=_peak_gpu_fn(cfg.device))
     # handler_cancellation: a client that hangs up cancels its request, and the batcher then
     # drops that request's queued items instead of computing them for nobody.
+    # keepalive_timeout: aiohttp closes a connection whose next request's headers have not
+    # arrived this long after it opened or after its previous answer (web_protocol.py
+    # RequestHandler.connection_made / _process_keepalive); AppRunner's default is 3630 s, so a
+    # client that sends half a header would hold its socket for an hour. The body's half of
+    # read_timeout_s is in http_api.read_body.
     app_runner = web.AppRunner(create_app(state), access_log=None, handle_signals=False,
-                               handler_cancellation=True)
+                               handler_cancellation=True, keepalive_timeout=cfg.read_timeout_s)
     await app_runner.setup()
-    site = web.SockSite(app_runner, sock, shutdown_timeout=cfg.drain_timeout_s + 5.0)
+    # backlog: a burst of connections (every reward worker opening its pool at once) waits in the
+    # kernel's queue instead of being dropped and retried a second later (aiohttp's default 128;
+    # the kernel caps it at net.core.somaxconn)
+    site = web.SockSite(app_runner, sock, shutdown_timeout=cfg.drain_timeout_s + 5.0,
+                        backlog=LISTEN_BACKLOG)
     await site.start()
     url = url_for(sock, cfg.host)
     if ready_file:
@@ -201,6 +231,8 @@ async def serve(cfg: ScorerConfig, token: bytes, runners, sock: socket.socket,
                                       "device": cfg.device, "dtype": cfg.dtype})
     print(f"scorer ready url={url}", flush=True)
     log.info("serving %s on %s", ", ".join(runners), url)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    log.info("open files limit %s (hard %s): about as many connections at once", soft, hard)
     try:
         await stop.wait()
     finally:
@@ -236,6 +268,9 @@ def main(argv=None) -> int:
         return _fail(str(e))
 
     _setup_logging()
+    # Before the models load (their files count too); logged once serving, as a start-up
+    # failure must stay one line on stderr.
+    raise_fd_limit()
 
     def _on_term(signum, frame):
         raise _Stop()
