@@ -3,7 +3,9 @@
 Every input is checked before anything is written or started (the test set, the checkpoint and its
 shards, the responses file, vLLM's presence, the scorer's URL/token/models or the checkpoints of
 the models it would load): bad input is one line `evaluate: error: ...` and exit 2. A failure
-after that (the merger, the scorer dying) is one line and exit 1; the output dir is then untouched.
+after that (the merger, the scorer dying, a full disk) is one line and exit 1; nothing is left behind.
+Nothing existing is replaced: `out=` must not exist yet (its parent must be writable), and the
+default name gets -2, -3... when another evaluation took it in the same second.
 
     python -m src.evaluate checkpoint=results/.../global_step_200/actor data=data/flores/test.parquet
 
@@ -30,11 +32,15 @@ def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def _stamp() -> str:
+    return dt.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+
+
 def default_out(data: str) -> Path:
+    """outputs/eval/<time>_<data stem>; write_outputs makes it unique (-2, -3...) when taken."""
     from src.config import PROJECT_ROOT
 
-    stamp = dt.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
-    return PROJECT_ROOT / "outputs" / "eval" / f"{stamp}_{Path(data).stem}"
+    return PROJECT_ROOT / "outputs" / "eval" / f"{_stamp()}_{Path(data).stem}"
 
 
 class Prepared:
@@ -44,20 +50,32 @@ class Prepared:
         from . import checkpoint, generators, testset
 
         self.opts = opts
-        self.rows = testset.read_testset(opts.data, opts.limit)
+        self.explicit_out = bool(opts.out)
+        self.out = Path(opts.out).expanduser() if opts.out else default_out(opts.data)
+        self._check_out()
+        every_row = testset.read_testset(opts.data)
+        self.rows = every_row[:opts.limit] if opts.limit else every_row
         self.resolved = checkpoint.resolve_checkpoint(opts.checkpoint) if opts.checkpoint else None
         if opts.generator == "file":
             self.generator = generators.FileGenerator(opts.responses)
-            self.generator.check(self.rows)
+            self.generator.check(self.rows, known={r.index for r in every_row})
         elif not generators.vllm_available():
             raise UsageError("generator=vllm needs vLLM, which this environment lacks (run on a GPU node in the "
                              "qe-rl conda env, or use generator=file responses=...)")
         self.scorer_url = self.scorer_token = self.scorer_plan = None
         if opts.qe_metrics:
             self._check_scorer()
-        self.out = Path(opts.out) if opts.out else default_out(opts.data)
-        if self.out.exists() and not self.out.is_dir():
-            raise UsageError(f"out: {self.out} exists and is not a directory")
+
+    def _check_out(self) -> None:
+        """`out` is new and its parent writable: found now, not after an hour of generation."""
+        from src.data.safe_write import writable_dir_problem
+
+        if self.explicit_out and (self.out.exists() or self.out.is_symlink()):
+            raise UsageError(f"out: {self.out} already exists; evaluate never replaces or writes into an existing "
+                             f"path: give a new out= (or leave out= unset for outputs/eval/<time>_<data>)")
+        problem = writable_dir_problem(self.out.parent)
+        if problem:
+            raise UsageError(f"out: cannot create {self.out}: {problem}")
 
     def _check_scorer(self) -> None:
         from . import qe_metrics, scorer_service
@@ -139,6 +157,8 @@ def evaluate(p: Prepared) -> tuple[list[dict], list[dict], dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from src.data.safe_write import os_reason
+
     from .outputs import print_table, write_outputs
 
     argv = sys.argv[1:] if argv is None else argv
@@ -156,7 +176,15 @@ def main(argv: list[str] | None = None) -> int:
     except RuntimeError as exc:  # MergeError, the scorer's errors (start, unreachable, refused), vLLM's
         _say(f"evaluate: error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
         return EXIT_FAILED
-    write_outputs(prepared.out, rows, segments, summary)
+    try:
+        # an explicit out= that appeared meanwhile is not touched either: the results go beside it
+        written = write_outputs(prepared.out, rows, segments, summary, unique=True)
+    except OSError as exc:
+        _say(f"evaluate: error: cannot write {prepared.out}: {os_reason(exc)}; nothing was written")
+        return EXIT_FAILED
     print_table(rows, title=f"{Path(prepared.opts.data).name}: {prepared.opts.checkpoint or prepared.opts.responses}")
-    _say(f"wrote {prepared.out}")
+    if prepared.explicit_out and written != prepared.out:
+        _say(f"out: {prepared.out} was created by something else during the evaluation; wrote beside it: {written}")
+    else:
+        _say(f"wrote {written}")
     return 0

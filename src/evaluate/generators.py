@@ -43,17 +43,32 @@ class FileGenerator:
             raise UsageError(f"responses: {self.path} is not UTF-8 text (a jsonl of "
                              f"{{\"index\": N, \"response\": \"...\"}})") from None
         # split on "\n" only: str.splitlines would also cut at U+2028 inside a JSON string
+        first_line: dict[int, int] = {}
         for n, line in enumerate(text.split("\n"), 1):
             if not line.strip():
                 continue
             try:
                 obj = json.loads(line)
-                self.by_index[int(obj["index"])] = str(obj["response"])
-            except (ValueError, KeyError, TypeError):
+                index, response = int(obj["index"]), str(obj["response"])
+            except (ValueError, KeyError, TypeError, RecursionError):
                 raise UsageError(f"responses: line {n} of {self.path} is not "
                                  f"{{\"index\": N, \"response\": \"...\"}}") from None
+            if index in first_line:  # which of the two is the model's answer is not ours to guess
+                raise UsageError(f"responses: index {index} appears twice in {self.path} (lines {first_line[index]} "
+                                 f"and {n}); keep one response per row")
+            first_line[index] = n
+            self.by_index[index] = response
+        self.lines = first_line
 
-    def check(self, rows: list[TestRow]) -> None:
+    def check(self, rows: list[TestRow], known: set[int] | None = None) -> None:
+        """Every row has a response; with `known` (every extra_info.index of the test set, `limit=`
+        or not), every response belongs to a row: one for another test set means a mix-up."""
+        if known is not None:
+            stray = sorted(set(self.by_index) - known)
+            if stray:
+                raise UsageError(f"responses: index {stray[0]} (line {self.lines[stray[0]]} of {self.path}) is not "
+                                 f"in the test set ({len(stray)} such; its indices run {min(known)}..{max(known)}): "
+                                 f"responses for another test set?")
         missing = [r.index for r in rows if r.index not in self.by_index]
         if missing:
             raise UsageError(f"responses: {self.path} has no response for index {missing[:5]} "

@@ -8,6 +8,7 @@ conf/local/default.yaml applies to evaluation too (src/evaluate/scorer_service.p
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -30,7 +31,8 @@ class EvalOptions:
     checkpoint: Optional[str] = None
     # test set: a parquet written by `python -m src.data.prepare`
     data: Optional[str] = None
-    # output dir (replaced as a whole at the end); default outputs/eval/<time>_<data stem>
+    # output dir, created at the end; an existing path is refused (nothing is ever replaced).
+    # default outputs/eval/<time>_<data stem>, with -2, -3... when an evaluation took that name first
     out: Optional[str] = None
     # vllm (GPU) | file (canned responses, `responses=`: jsonl of {"index", "response"})
     generator: str = "vllm"
@@ -56,9 +58,10 @@ class EvalOptions:
     # (format_ok says which were broken); strict: a broken format scores as an empty translation
     extract: str = "lenient"
     metrics: list = field(default_factory=lambda: list(ALL_METRICS))
-    # QE scoring service: a running one (token in QE_SCORER_TOKEN), or null = start one here
+    # QE scoring service: a running one (token in QE_SCORER_TOKEN), or null = start one here on
+    # scorer_device: auto = cuda when this process sees a GPU, else cpu; cuda, cuda:N or cpu
     scorer_url: Optional[str] = None
-    scorer_device: str = "cuda"
+    scorer_device: str = "auto"
     comet_model: str = "comet_da"
     kiwi_model: str = "cometkiwi_da"
     xcomet_model: str = "xcomet_xl"
@@ -148,8 +151,8 @@ def _check(o: EvalOptions) -> None:
         raise UsageError("temperature must be >= 0, top_p and gpu_memory_utilization in (0, 1]")
     if o.request_timeout_s <= 0:
         raise UsageError(f"request_timeout_s must be positive, got {o.request_timeout_s}")
-    if o.scorer_device not in ("cuda", "cpu") and not o.scorer_device.startswith("cuda:"):
-        raise UsageError(f"scorer_device={o.scorer_device!r}; use cuda, cuda:N or cpu")
+    if o.scorer_device not in ("auto", "cuda", "cpu") and not re.fullmatch(r"cuda:\d+", o.scorer_device):
+        raise UsageError(f"scorer_device={o.scorer_device!r}; use auto, cuda, cuda:N or cpu")
     for metric, key in (("comet", "comet_model"), ("kiwi", "kiwi_model"), ("xcomet", "xcomet_model")):
         if metric in o.metrics and not getattr(o, key):
             raise UsageError(f"{key} is empty but metrics include {metric}; drop it from metrics= or name the model")

@@ -1,19 +1,20 @@
 """The evaluation's results: one table row per direction (console via rich, markdown, csv), every
 segment with its scores and spans (jsonl), and a summary.json with the settings and signatures.
 
-The output dir is built in a temp dir beside it and renamed into place at the end, so it is either
-the previous result or the complete new one, never a mix or a half-written file.
+The output dir is built in a temp dir beside it and renamed at the end to a name created then
+(src/data/safe_write.py): an existing directory is never replaced or written into, two evaluations
+never share a directory, and a failed write leaves nothing behind.
 """
 from __future__ import annotations
 
 import csv
 import io
 import json
-import os
-import shutil
-import tempfile
+import sys
 from pathlib import Path
 from statistics import fmean
+
+from src.data.safe_write import new_dir_beside, publish_dir
 
 # (key in a direction's row, column header, decimals); a column shows only when some row has it
 COLUMNS = (
@@ -87,15 +88,18 @@ def print_table(rows: list[dict], title: str) -> None:
         table.add_column(header, justify="left" if decimals is None else "right")
     for r in rows:
         table.add_row(*(_cell(r, k, d) for k, _, d in _columns(rows)))
-    Console().print(table)
+    # rich cuts to 80 columns when stdout is not a terminal (a log file, a pipe): there the table
+    # gets the width it needs, so no number is ever wrapped or elided
+    width = None if sys.stdout.isatty() else Console(width=10_000).measure(table).maximum
+    Console(width=width).print(table)
 
 
-def write_outputs(out: Path, rows: list[dict], segments: list[dict], summary: dict) -> None:
-    """All files into a temp dir next to `out`, then swapped in for `out` (see the module doc)."""
+def write_outputs(out: Path, rows: list[dict], segments: list[dict], summary: dict, unique: bool) -> Path:
+    """All files into a temp dir next to `out`, then renamed to `out` (with `unique`, the first free
+    `out-N` when `out` exists by then), returned. Raises FileExistsError (an existing `out` without
+    `unique`) or OSError (disk full...); the temp dir is removed either way."""
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-    try:
+    with new_dir_beside(out) as tmp:
         (tmp / TABLE_MD).write_text(markdown_table(rows), encoding="utf-8")
         (tmp / TABLE_CSV).write_text(csv_table(rows), encoding="utf-8")
         with open(tmp / SEGMENTS_JSONL, "w", encoding="utf-8") as f:
@@ -103,12 +107,4 @@ def write_outputs(out: Path, rows: list[dict], segments: list[dict], summary: di
                 f.write(json.dumps(seg, ensure_ascii=False) + "\n")
         (tmp / SUMMARY_JSON).write_text(json.dumps({**summary, "directions": rows}, ensure_ascii=False, indent=2)
                                         + "\n", encoding="utf-8")
-        old = None
-        if out.exists():
-            old = out.parent / f".{out.name}.old-{os.getpid()}"
-            out.rename(old)
-        tmp.rename(out)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        return publish_dir(tmp, out, unique)

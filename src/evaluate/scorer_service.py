@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Iterator
 
 from src.config import compose_config
+from src.node.preflight import visible_gpus
 from src.node.scorer_service import ScorerProcess
 from src.plan import ScorerModelSpec, ScorerPlan
 
@@ -33,9 +34,27 @@ def token_from_env() -> str:
     return token
 
 
-def plan_for(opts: EvalOptions, scorer_cfg: dict) -> ScorerPlan:
+def scorer_device(requested: str, environ: dict) -> str:
+    """`auto` -> cuda when this process sees a GPU (CUDA_VISIBLE_DEVICES, else nvidia-smi: the
+    launcher's preflight count), else cpu. A GPU asked for where none is visible is refused here,
+    before generation, rather than by the service after it has started."""
+    gpus = visible_gpus(environ)
+    if requested == "auto":
+        return "cuda" if gpus else "cpu"
+    if requested.startswith("cuda"):
+        wanted = int(requested.partition(":")[2] or 0) + 1
+        if gpus < wanted:
+            raise UsageError(f"scorer_device={requested} but this process sees {gpus} GPU(s) (CUDA_VISIBLE_DEVICES="
+                             f"{environ.get('CUDA_VISIBLE_DEVICES', 'unset')}); use scorer_device=cpu (or auto), "
+                             f"or give scorer_url= of a running service")
+    return requested
+
+
+def plan_for(opts: EvalOptions, scorer_cfg: dict, environ: dict | None = None) -> ScorerPlan:
     """The service to start, from the composed `scorer` group; UsageError when a model is unknown
-    or its checkpoint is not on disk (checked before generation, which can take an hour)."""
+    or its checkpoint is not on disk, or its device is not here (checked before generation, which
+    can take an hour)."""
+    device = scorer_device(opts.scorer_device, os.environ if environ is None else environ)
     models = []
     for metric, name in model_names(opts).items():
         spec = (scorer_cfg.get("models") or {}).get(name)
@@ -51,9 +70,9 @@ def plan_for(opts: EvalOptions, scorer_cfg: dict) -> ScorerPlan:
     python = str(scorer_cfg["python"])
     if not Path(python).exists():
         raise UsageError(f"the scorer env's python {python} does not exist (make setup, or give scorer_url=)")
-    on_gpu = opts.scorer_device != "cpu"
+    on_gpu = device != "cpu"
     # the evaluation's service has its device to itself: "dedicated" on a GPU
-    return ScorerPlan(placement="dedicated" if on_gpu else "cpu", device=opts.scorer_device, training_gpu_index=None,
+    return ScorerPlan(placement="dedicated" if on_gpu else "cpu", device=device, training_gpu_index=None,
                       dtype=str(scorer_cfg["dtype"]) if on_gpu else "fp32", python=python,
                       batch_tokens=int(scorer_cfg["batch_tokens"]), ready_timeout_s=float(scorer_cfg["ready_timeout_s"]),
                       restarts=int(scorer_cfg["restarts"]), models=tuple(models))

@@ -26,7 +26,8 @@ class TestRow:
 
 
 def read_testset(path: str | Path, limit: int | None = None) -> list[TestRow]:
-    """Rows in file order; UsageError (one line) when the file is missing or is not prepare's output."""
+    """Rows in file order (the first `limit` of them); UsageError (one line) when the file is missing
+    or is not prepare's output. Every row is checked, `limit` or not."""
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"data: no such file: {path} (a parquet from python -m src.data.prepare)")
@@ -43,8 +44,6 @@ def read_testset(path: str | Path, limit: int | None = None) -> list[TestRow]:
     rows = []
     seen = set()
     for i, r in enumerate(table.to_pylist()):
-        if limit is not None and len(rows) >= limit:
-            break
         info = r["extra_info"] or {}
         try:
             row = TestRow(index=int(info["index"]), data_source=str(r["data_source"]), src_lang=str(info["src_lang"]),
@@ -62,4 +61,5 @@ def read_testset(path: str | Path, limit: int | None = None) -> list[TestRow]:
         rows.append(row)
     if not rows:
         raise UsageError(f"data: {path} has no rows")
-    return rows
+    return rows if limit is None else rows[:limit]
+

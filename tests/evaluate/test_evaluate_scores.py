@@ -117,12 +117,17 @@ def test_strict_extract_and_text_metrics_only_need_no_scorer(testset, tmp_path, 
     assert header == "direction,segments,format_ok,bleu"
 
 
-def test_rerun_replaces_the_output_dir_whole(testset, tmp_path):
+def test_an_existing_out_is_refused_before_any_work_and_left_as_it_was(testset, tmp_path, capsys):
+    """Before issue 26 the second run renamed the first's dir away and deleted it (`out=~/thesis`
+    deleted the thesis)."""
     code, out = _run(testset, tmp_path, "metrics=bleu,chrf")
     assert code == 0
-    (out / "stale.txt").write_text("from an older run")
-    code, out = _run(testset, tmp_path, "metrics=bleu", "limit=2")
-    assert code == 0
-    assert not (out / "stale.txt").exists()
-    assert len(_segments(out)) == 2
-    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".eval")] == []
+    (out / "notes.txt").write_text("the user's own file")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    capsys.readouterr()
+    code, _ = _run(testset, tmp_path, "metrics=bleu", "limit=2")
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1
+    assert err[0].startswith(f"evaluate: error: out: {out} already exists; evaluate never replaces")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "eval", "responses.jsonl"]

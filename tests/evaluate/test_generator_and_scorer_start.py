@@ -76,8 +76,8 @@ def test_plan_for_checks_the_models_before_generation(tmp_path):
     with pytest.raises(UsageError, match="no model 'cometkiwi_da' in conf/scorer"):
         plan_for(opts, {**cfg, "models": {}})
     (tmp_path / "missing.ckpt").write_bytes(b"")
-    plan = plan_for(opts, cfg)
-    assert [m.name for m in plan.models] == ["cometkiwi_da"] and plan.dtype == "bf16"
+    plan = plan_for(opts, cfg, environ={"CUDA_VISIBLE_DEVICES": "0"})
+    assert [m.name for m in plan.models] == ["cometkiwi_da"] and plan.dtype == "bf16" and plan.device == "cuda"
 
 
 def test_the_launchers_scorer_group_composes():
