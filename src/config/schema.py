@@ -47,6 +47,13 @@ class PathsSchema:
     output_dir: str = MISSING
 
 
+class AttnImplementation(Enum):
+    auto = "auto"                            # flash_attention_2 if the train env has flash-attn, else sdpa
+    flash_attention_2 = "flash_attention_2"  # needs flash-attn (make setup PLATFORM=gpu FLASH_ATTN=1)
+    sdpa = "sdpa"                            # PyTorch's scaled_dot_product_attention
+    eager = "eager"                          # transformers' plain attention (debugging)
+
+
 @dataclass
 class ModelSchema:
     name: str = MISSING
@@ -61,6 +68,11 @@ class ModelSchema:
     vocab_size: int = MISSING
     rollout_tp: int = MISSING
     gpu_memory_utilization: float = MISSING
+    # actor/ref attention (src/plan/attention.py chooses for auto and says why in the plan table)
+    attn_implementation: AttnImplementation = AttnImplementation.auto
+    # a directory: the model is built there at launch from the shape above, with the tiny QE
+    # checkpoints and prompts of experiment=smoke_tiny (src/pipeline/smoke.py prepare); null: a real model
+    build_dir: Optional[str] = None
 
 
 @dataclass

@@ -1,10 +1,11 @@
 """The run plan: every derived value of a run, computed from the composed config.
 
 Pure: no I/O, no environment, no clock. Input is the composed config as a plain dict (and the
-run dir Hydra chose); output is a `RunPlan` that the launcher prints, snapshots, and turns into
-a verl config. Everything derived is derived in this package and nowhere else; this module puts
+run dir Hydra chose, the GPU size the launcher read, and whether the train env has flash-attn,
+which attention.py probes when the caller does not say); output is a `RunPlan` that the launcher
+prints, snapshots, and turns into a verl config. Everything derived is derived in this package and nowhere else; this module puts
 the parts together (batch.py, scorer.py, resources.py, memory_inputs.py, stop_rules.py,
-time_limit.py, and the token-credit plan of src/rewards/credit/launch.py).
+time_limit.py, attention.py, and the token-credit plan of src/rewards/credit/launch.py).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Optional
 from src.rewards.credit.launch import CreditConfigError, TokenCreditPlan
 from src.rewards.credit.launch import plan as plan_token_credit
 
+from .attention import AttentionPlan, installed_flash_attn, plan_attention
 from .batch import PIN_KEYS, BatchPlan, plan_batch
 from .memory import MemoryPlan, plan_memory
 from .memory_inputs import gpu_size_gb, memory_inputs, refusal
@@ -79,6 +81,8 @@ class RunPlan:
     time_limit: Optional[TimeLimitPlan] = None
     # reward.credit=token: estimator, agent loop and token weights (src/rewards/credit/launch.py); None: sequence
     token_credit: Optional[TokenCreditPlan] = None
+    # attention implementation of the actor/ref model and verl's remove-padding switch (src/plan/attention.py)
+    attention: Optional[AttentionPlan] = None
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -107,9 +111,13 @@ def with_identity(plan: "RunPlan", run_id: str, name: str, reproduces: Optional[
                    wandb_run_name=f"{plan.model}-{plan.algo}-g{plan.world_size}-{leaf}")
 
 
-def build_plan(cfg: dict, run_dir: str, gpu_memory_gb: Optional[float] = None) -> RunPlan:
+_PROBE = object()
+
+
+def build_plan(cfg: dict, run_dir: str, gpu_memory_gb: Optional[float] = None, flash_attn=_PROBE) -> RunPlan:
     """The whole run plan from the composed, resolved config (a plain dict). `gpu_memory_gb`: what
-    the launcher read from the visible GPUs, used when memory.gpu_gb is null."""
+    the launcher read from the visible GPUs, used when memory.gpu_gb is null. `flash_attn`: the
+    flash-attn version the train env has, or None; not given: probed (attention.installed_flash_attn)."""
     gpus_per_node = at_least(cfg["gpus"], 1, "gpus (GPUs per node)", "gpus=4")
     nodes = at_least(cfg["nodes"], 1, "nodes", "nodes=2")
     world_size = gpus_per_node * nodes
@@ -157,6 +165,8 @@ def build_plan(cfg: dict, run_dir: str, gpu_memory_gb: Optional[float] = None) -
     except CreditConfigError as exc:
         raise PlanError(str(exc)) from None
     rules = stop_rules(cfg)
+    attention = plan_attention(model, passthrough, installed_flash_attn() if flash_attn is _PROBE else flash_attn,
+                               bool(cfg.get("dry_run")))
     limit = plan_time_limit(cfg.get("slurm") or {})
     ckpt_dir = checkpoint_prefix(cfg["paths"]["results_root"], model["name"], reward["name"], mode,
                                  algo["name"], world_size)
@@ -180,5 +190,5 @@ def build_plan(cfg: dict, run_dir: str, gpu_memory_gb: Optional[float] = None) -
         device=cfg["accelerator"]["device"], accelerator_env=dict(cfg["accelerator"].get("env") or {}),
         gpu_memory_utilization=memory.vllm_share, scorer=scorer, memory=memory,
         verl_passthrough=passthrough, stop_rules=rules, time_limit=limit,
-        token_credit=token_credit,
+        token_credit=token_credit, attention=attention,
     )

@@ -42,6 +42,17 @@ def time_limit_rows(plan: RunPlan) -> list[tuple]:
              f"else it resumes from the last periodic save")]
 
 
+def attention_rows(plan: RunPlan) -> list[tuple]:
+    """The actor/ref attention implementation and remove padding, each with why (src/plan/attention.py)."""
+    a = plan.attention
+    if a is None:
+        return []
+    return [("attention (actor, ref)", a.implementation,
+             f"{a.reason}; verl: actor_rollout_ref.model.override_config.attn_implementation"),
+            ("remove padding", "on" if a.remove_padding else "off",
+             f"{a.remove_padding_reason}; verl: actor_rollout_ref.model.use_remove_padding")]
+
+
 def scorer_where(plan: RunPlan) -> str:
     s = plan.scorer
     if s is None:
@@ -107,6 +118,7 @@ def render(plan: RunPlan, command: list[str], verl_config_path: str, console: Co
         ("vLLM memory share", plan.gpu_memory_utilization,
          why.get("gpu_memory_utilization", "rollout.gpu_memory_utilization")),
         *memory_rows(plan),
+        *attention_rows(plan),
         ("Ray logical CPUs", f"{plan.ray_num_cpus or 'from cluster'} (need {plan.ray_cpus_needed})",
          "ray_kwargs.ray_init.num_cpus"),
         ("scorer models", ", ".join(plan.scorer_models) or "none (no service started)", "QE scoring service"),

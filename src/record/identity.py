@@ -102,10 +102,29 @@ STABLE_CODE_NAMES = {
 }
 
 
+# Keys the project started to set after run ids existed that do not change what is trained, taken out
+# before flattening, so the dict they sit in hashes as it did without them (`override_config: {}`) and
+# a relaunch keeps its id (EXCLUDED cannot hold them: verl's own config does not have them).
+# - the attention kernel (flash-attn or sdpa, src/plan/attention.py): the same function, another
+#   implementation; a run relaunched after flash-attn is installed resumes in its own dir
+ADDED_LATER = ("actor_rollout_ref.model.override_config.attn_implementation",)
+
+
+def _without(tree: dict, dotted: str) -> dict:
+    head, _, rest = dotted.partition(".")
+    if not isinstance(tree, dict) or head not in tree:
+        return tree
+    if not rest:
+        return {k: v for k, v in tree.items() if k != head}
+    return {**tree, head: _without(tree[head], rest)}
+
+
 def identity(verl_config: dict, scorer_models: dict) -> dict:
     """The training config as flat `key: value` pairs (sorted), from a resolved verl config (a plain
     dict) and the QE models the reward uses ({name: {path, kind, dtype}}). Unclassified keys are kept:
     a key nobody has judged counts as training, so it can only split runs, never merge them."""
+    for key in ADDED_LATER:
+        verl_config = _without(verl_config, key)
     flat = {k: STABLE_CODE_NAMES.get(v, v) if isinstance(v, str) else v
             for k, v in _flatten(verl_config).items() if classify(k) != "excluded"}
     for name, spec in sorted(scorer_models.items()):

@@ -51,7 +51,11 @@ VERL_KEYS: list[tuple[str, Callable[[RunPlan, dict], Any]]] = [
         else {"chat_template": "{% for m in messages %}{{ m['content'] }}{% endfor %}"}),
     # model
     ("actor_rollout_ref.model.path", lambda p, c: p.model_path),
-    ("actor_rollout_ref.model.use_remove_padding", lambda p, c: True),
+    # the plan's attention choice (src/plan/attention.py): verl reads the implementation from the model's
+    # override_config (verl/workers/config/model.py HFModelConfig; the ref model shares it) and would
+    # otherwise ask for flash_attention_2; remove padding stays on with sdpa too (attention.py says why)
+    ("actor_rollout_ref.model.use_remove_padding", lambda p, c: p.attention.remove_padding),
+    ("+actor_rollout_ref.model.override_config.attn_implementation", lambda p, c: p.attention.implementation),
     ("actor_rollout_ref.model.enable_gradient_checkpointing", lambda p, c: True),
     # actor
     ("actor_rollout_ref.actor.optim.lr", lambda p, c: c["trainer"]["lr"]),
@@ -108,7 +112,7 @@ VERL_KEYS: list[tuple[str, Callable[[RunPlan, dict], Any]]] = [
     ("reward.custom_reward_function.path", lambda p, c: "pkg://src.rewards.compute"),
     ("reward.custom_reward_function.name", lambda p, c: "compute_score"),
     ("+reward.custom_reward_function.reward_kwargs",
-        lambda p, c: {**rewards_settings.reward_kwargs(c["reward"], c["scorer"]["models"]),
+        lambda p, c: {**rewards_settings.reward_kwargs(c["reward"], c["scorer"]["models"], c["paths"]["root_dir"]),
                       **credit_launch.reward_kwargs(p.token_credit)}),
     ("reward.reward_manager.source", lambda p, c: _manager(c)[0]),
     ("reward.reward_manager.name", lambda p, c: _manager(c)[1]),
