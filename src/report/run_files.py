@@ -31,6 +31,7 @@ from pathlib import Path
 import pandas as pd
 
 METRICS_FILE = "metrics.jsonl"
+TRAIN_LOG = "train.log"  # the launcher's log of the training command (src/pipeline/run.py)
 METRICS_DIR = "metrics"
 VAL_GENERATIONS_DIR = "val_generations"
 ROLLOUT_GENERATIONS_DIR = "rollout_generations"
@@ -160,14 +161,27 @@ def _nested(cfg: dict, dotted: str):
 
 
 def load_verl_config(run_dir: Path, verl_config: Path | None) -> dict:
-    """The resolved verl config the run used ({} when none is found)."""
+    """The resolved verl config the run used ({} when none is found); RunDirError (one line) when the
+    file is not a YAML mapping: a report computed without it would silently use other numbers."""
     candidates = [verl_config] if verl_config else [run_dir / c for c in VERL_CONFIG_CANDIDATES]
     for path in candidates:
         if path is not None and path.is_file():
             import yaml
 
-            cfg = yaml.safe_load(path.read_text(encoding="utf-8"))
-            return cfg if isinstance(cfg, dict) else {}
+            try:
+                cfg = yaml.safe_load(path.read_text(encoding="utf-8"))
+            except UnicodeDecodeError:
+                raise RunDirError(f"verl config {path} is not UTF-8 text (give the run's resolved verl config, "
+                                  f"snapshot/verl_config.yaml)") from None
+            except yaml.YAMLError as e:
+                mark = getattr(e, "problem_mark", None)
+                where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+                problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+                raise RunDirError(f"verl config {path} is not valid YAML{where}: {problem}") from None
+            if not isinstance(cfg, dict):
+                raise RunDirError(f"verl config {path} is not a YAML mapping of verl's keys (it holds a "
+                                  f"{type(cfg).__name__}); give the run's snapshot/verl_config.yaml")
+            return cfg
     return {}
 
 
@@ -191,6 +205,32 @@ def dump_dir(run_dir: Path, default_name: str, configured) -> Path:
     return path if path.is_absolute() else run_dir / path
 
 
+def _last_line(log: Path, limit: int = 160) -> str:
+    try:
+        lines = [line.strip() for line in log.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    return (lines[-1][:limit] + ("..." if len(lines[-1]) > limit else "")) if lines else ""
+
+
+def _no_metrics_message(run_dir: Path, ckpt_dir: Path | None, files: list[Path]) -> str:
+    """Why there is nothing to plot. A run the launcher started (it has a train.log) that logged no
+    step stopped before its first step: the answer is in train.log, not in the logger's settings."""
+    log = run_dir / TRAIN_LOG
+    where = ckpt_dir / METRICS_DIR if ckpt_dir is not None else run_dir / METRICS_DIR
+    if log.is_file():
+        state = (f"its metrics files hold no step ({', '.join(str(f) for f in files)})" if files else
+                 f"{where} is {'empty' if where.is_dir() else 'missing'}")
+        last = _last_line(log)
+        return (f"no training step was logged in {run_dir}: {state}; training stopped before its first step, "
+                f"see {log}" + (f" (last line: {last})" if last else ""))
+    if files:
+        return f"metrics files in {run_dir} hold no metric lines: {', '.join(map(str, files))}"
+    return (f"no metrics in {run_dir} (and no {TRAIN_LOG}: not a run directory the launcher wrote?): expected "
+            f"{METRICS_DIR}/*.jsonl or {METRICS_FILE} from verl's file logger (trainer.logger must include 'file' "
+            "and VERL_FILE_LOGGER_PATH point into the run directory)")
+
+
 def load_run(run_dir: Path, verl_config: Path | None = None) -> RunData:
     if not run_dir.is_dir():
         raise RunDirError(f"run directory not found: {run_dir}")
@@ -198,15 +238,11 @@ def load_run(run_dir: Path, verl_config: Path | None = None) -> RunData:
         raise RunDirError(f"verl config not found: {verl_config}")
     cfg = load_verl_config(run_dir, verl_config)
     ckpt = _nested(cfg, "trainer.default_local_dir")
-    files = metric_files(run_dir, Path(str(ckpt)) if ckpt else None)
-    if not files:
-        raise RunDirError(
-            f"no metrics in {run_dir}: expected {METRICS_DIR}/*.jsonl or {METRICS_FILE} from verl's file logger "
-            "(trainer.logger must include 'file' and VERL_FILE_LOGGER_PATH point into the run directory)"
-        )
-    metrics = load_metrics(files)
+    ckpt_dir = Path(str(ckpt)) if ckpt else None
+    files = metric_files(run_dir, ckpt_dir)
+    metrics = load_metrics(files) if files else pd.DataFrame()
     if metrics.empty:
-        raise RunDirError(f"metrics files in {run_dir} hold no metric lines: {', '.join(map(str, files))}")
+        raise RunDirError(_no_metrics_message(run_dir, ckpt_dir, files))
     val_dir = dump_dir(run_dir, VAL_GENERATIONS_DIR, _nested(cfg, "trainer.validation_data_dir"))
     rollout_dir = dump_dir(run_dir, ROLLOUT_GENERATIONS_DIR, _nested(cfg, "trainer.rollout_data_dir"))
     return RunData(

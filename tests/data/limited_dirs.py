@@ -50,11 +50,15 @@ def read_only_dir(path: Path) -> Iterator[Path]:
 
 @contextlib.contextmanager
 def full_dir(path: Path, keep: dict[str, bytes] | None = None) -> Iterator[Path]:
-    """A directory on a 64 KiB file system filled to the last byte, holding the files of `keep`."""
+    """A directory on a small file system (64 KiB plus what `keep` needs) filled to the last byte,
+    holding the files of `keep` ({relative path: bytes})."""
     if os.geteuid() != 0:
-        pytest.fail("a full file system is a 64 KiB tmpfs mount: run this test as root")
-    with _mounted(path, "size=64k") as p:
-        for name, data in (keep or {}).items():
+        pytest.fail("a full file system is a small tmpfs mount: run this test as root")
+    keep = keep or {}
+    size_k = 64 + sum(len(data) // 4096 + 2 for data in keep.values()) * 4
+    with _mounted(path, f"size={size_k}k") as p:
+        for name, data in keep.items():
+            (p / name).parent.mkdir(parents=True, exist_ok=True)
             (p / name).write_bytes(data)
         with contextlib.suppress(OSError), open(p / "filler", "wb") as f:
             while True:
