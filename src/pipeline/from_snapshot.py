@@ -1,7 +1,14 @@
-"""`--from-snapshot DIR`: a past run again from its snapshot, exactly (the composed config and overrides
-it recorded, never re-composed from today's conf/), reproduced from step 0 in a new checkpoint dir or,
-with --resume, continued in its own. Snapshots written by older code are read in today's shape
-(src/record/snapshot.py `upgraded`).
+"""`--from-snapshot DIR`: a past run again from its snapshot, reproduced from step 0 in a new
+checkpoint dir or, with --resume, continued in its own. Any snapshot this code has ever written
+re-runs (docs/snapshots.md):
+- verl runs the snapshot's own verl_config.yaml again, with this run's names and paths
+  (src/pipeline/replay.py: replayed, not rebuilt by today's code);
+- the launcher's own config (the plan around verl: scorer service, Ray, preflight) is the
+  snapshot's composed config brought into today's shape (src/record/upgrade.py): migrations for
+  keys that changed shape, and keys added since filled from today's defaults;
+- the first lines say what was filled and whether any of it changes what verl runs.
+What cannot be re-run (a file of the snapshot gone or damaged, a newer snapshot format, a verl
+config today's verl refuses) is one `error:` line and exit 2, before anything is written.
 """
 from __future__ import annotations
 
@@ -10,10 +17,11 @@ import json
 import sys
 from pathlib import Path
 
-from src.record import snapshot
+from src.record import snapshot, upgrade
 
 from .errors import USAGE_EXIT
 from .lineage import Lineage
+from .replay import Replay, prepare
 from .run import execute
 
 
@@ -22,34 +30,70 @@ def from_snapshot(snapshot_dir: Path, extra: list[str]) -> int:
     its own dir. Either way a new run dir (snapshot, log) records this launch."""
     resume = "--resume" in extra
     extra = [a for a in extra if a != "--resume"]
-    if not (snapshot_dir / "composed.yaml").is_file():
-        print(f"error: {snapshot_dir} is not a snapshot dir (no composed.yaml); pass "
-              f"outputs/runs/<run>/snapshot", file=sys.stderr)
-        return USAGE_EXIT
     bad = [a for a in extra if a not in ("dry_run=true", "dry_run=false")]
     if bad:
         print(f"error: --from-snapshot reproduces a run exactly and takes no overrides but dry_run=, got "
               f"{bad[0]}; compose a new run instead", file=sys.stderr)
         return USAGE_EXIT
-    composed, overrides = snapshot.load(snapshot_dir)
     try:
-        original = json.loads((snapshot_dir / "plan.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        print(f"error: {snapshot_dir}/plan.json is missing or unreadable: it names the run's checkpoint dir; "
-              f"pass a whole snapshot dir", file=sys.stderr)
+        old = upgrade.load(snapshot_dir)
+        replay = prepare(old.verl)
+        if "checkpoint_dir" not in old.original:
+            raise upgrade.SnapshotError(f"{snapshot_dir}/{snapshot.PLAN} names no checkpoint_dir; restore it as written")
+    except upgrade.SnapshotError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return USAGE_EXIT
-    lineage = Lineage(original=original, resume=resume)
+    for line in notice(old, replay):
+        print(line)
+    composed = old.composed
     if extra:
         composed["dry_run"] = extra[-1] == "dry_run=true"
+    lineage = Lineage(original=old.original, resume=resume, replay=replay)
     run_dir = _new_run_dir(Path(composed["paths"]["output_dir"]) / "runs", f"from_{snapshot_dir.parent.name}")
-    code = execute(composed, overrides, run_dir, lineage=lineage)
-    new_plan = run_dir / snapshot.SNAPSHOT / "plan.json"
-    if new_plan.is_file() and original.get("run_id"):
+    code = execute(composed, old.overrides, run_dir, lineage=lineage)
+    new_plan = run_dir / snapshot.SNAPSHOT / snapshot.PLAN
+    if new_plan.is_file() and old.original.get("run_id"):
         now = json.loads(new_plan.read_text(encoding="utf-8")).get("run_id")
-        if now != original["run_id"]:
-            print(f"warning: the training config's id is {now}, the snapshot's run was {original['run_id']} "
+        if now != old.original["run_id"]:
+            print(f"warning: the training config's id is {now}, the snapshot's run was {old.original['run_id']} "
                   f"(verl or code changed); diff the two verl_config.yaml files", file=sys.stderr)
     return code
+
+
+def notice(old: upgrade.Upgraded, replay: Replay) -> list[str]:
+    """The first lines of a re-run: what was brought into today's shape, and whether verl runs
+    anything the snapshot did not have."""
+    lines = [f"snapshot: written by {old.code} (snapshot format {old.format}), re-run with today's code "
+             f"(format {snapshot.FORMAT})"]
+    for name in old.migrations:
+        lines.append(f"snapshot: migrated {name}")
+    if old.overrides_dropped:
+        lines.append(f"snapshot: today's conf/ refuses these recorded overrides, so defaults are filled without "
+                     f"them: {' '.join(old.overrides_dropped)}")
+    if old.filled:
+        shown = ", ".join(f"{k}={_short(v)}" for k, v in old.filled)
+        lines.append(f"snapshot: {len(old.filled)} key(s) added since, filled from today's defaults (values in "
+                     f"the new snapshot's {snapshot.COMPOSED}): {shown}")
+    else:
+        lines.append("snapshot: no key added since; nothing filled")
+    moved = "; our modules moved since are named by today's path (" + ", ".join(
+        f"{a} -> {b}" for a, b in replay.renamed) + ")" if replay.renamed else ""
+    if replay.verl_filled:
+        keys = ", ".join(f"{k}={_short(v)}" for k, v in replay.verl_filled)
+        lines.append(f"snapshot: changes what verl runs: YES: today's verl has key(s) the snapshot's verl config "
+                     f"lacks, filled from verl's defaults: {keys}{moved}")
+    else:
+        lines.append(f"snapshot: changes what verl runs: no: verl runs the snapshot's own verl_config.yaml, with "
+                     f"this run's names and paths{moved}; the filled keys set up only what runs beside verl")
+    return lines
+
+
+def _short(value) -> str:
+    """A filled value on the notice line: a scalar as is, a whole group added since as {...}."""
+    if isinstance(value, dict):
+        return "{...}" if value else "{}"
+    text = json.dumps(value, default=str) if isinstance(value, list) else str(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _new_run_dir(parent: Path, name: str) -> Path:

@@ -5,20 +5,39 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Optional
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from src import verl_config
 from src.plan import RunPlan, with_identity
 from src.record import identity
 
+from .replay import Replay
+
+# What a replayed verl config (--from-snapshot, src/pipeline/replay.py) takes from this run: its
+# names and the dirs it writes to. Each is EXCLUDED from the run's identity (src/record/identity.py
+# says why none changes what is trained). Every other value is the snapshot's.
+RUN_NAMES_AND_PATHS = ("trainer.project_name", "trainer.experiment_name", "trainer.default_local_dir",
+                       "trainer.validation_data_dir", "ray_kwargs.timeline_json_file", "global_profiler.save_path")
+
 
 @dataclass(frozen=True)
 class Lineage:
-    """A --from-snapshot run: the original's plan.json (its checkpoint dir, id, reproduction) and
-    whether this run continues it (--resume) or reproduces it from step 0 in a new dir."""
+    """A --from-snapshot run: the original's plan.json (its checkpoint dir, id, reproduction),
+    whether this run continues it (--resume) or reproduces it from step 0 in a new dir, and the
+    snapshot's verl config it replays (None: built from the plan, as for a new run)."""
     original: dict
     resume: bool
+    replay: Optional[Replay] = None
+
+
+def verl_config_for(plan: RunPlan, composed: dict, lineage: "Lineage | None") -> DictConfig:
+    """The verl config this run runs, validated by verl: the snapshot's own for --from-snapshot
+    (src/pipeline/replay.py says why), else built from the plan. Raises on verl's refusal."""
+    if lineage is not None and lineage.replay is not None:
+        return lineage.replay.config()
+    return verl_config.build(plan, composed)
 
 
 def identify(plan: RunPlan, composed: dict, overrides: list[str], verl_cfg, lineage: "Lineage | None"):
@@ -47,11 +66,17 @@ def identify(plan: RunPlan, composed: dict, overrides: list[str], verl_cfg, line
         n = next(i for i in range(1, 10_000) if not Path(f"{base}-repro{i}").exists())
         plan = with_identity(plan, rid, name, reproduces=source, reproduction=n)
     user_set = set(plan.verl_passthrough)
+    replayed = lineage is not None and lineage.replay is not None
+    before = {}
     for key, source_fn in verl_config.VERL_KEYS:
         bare = key.lstrip("+")
         # a hand-set path (+verl.trainer.default_local_dir=...) stays the user's
-        if identity.is_excluded(bare) and bare not in user_set:
+        if identity.is_excluded(bare) and bare not in user_set and (not replayed or bare in RUN_NAMES_AND_PATHS):
+            before[bare] = OmegaConf.select(verl_cfg, bare)
             OmegaConf.update(verl_cfg, bare, source_fn(plan, composed), force_add=True)
+    if replayed:
+        _follow(verl_cfg, {old: OmegaConf.select(verl_cfg, k) for k, old in before.items()
+                           if isinstance(old, str) and old and old != OmegaConf.select(verl_cfg, k)})
     if "trainer.default_local_dir" in user_set:
         # the metrics, identity file and preflight follow the dir verl will really use
         plan = replace(plan, checkpoint_dir=str(verl_cfg.trainer.default_local_dir))
@@ -62,10 +87,30 @@ def identify(plan: RunPlan, composed: dict, overrides: list[str], verl_cfg, line
     return plan, verl_cfg, ident
 
 
+def _follow(verl_cfg, moved: dict) -> None:
+    """A stored verl config is resolved: values verl's yaml derives from a name or path above (each
+    role's profiler.save_path from global_profiler.save_path, ...) hold the original's. Each such
+    value, or a path under it, becomes this run's."""
+    def walk(node):
+        for key in list(node.keys()):
+            if OmegaConf.is_missing(node, key):  # `???` in verl's yaml stays as it is
+                continue
+            value = node[key]
+            if isinstance(value, DictConfig):
+                walk(value)
+            elif isinstance(value, str):
+                for old, new in moved.items():
+                    if value == old or (isinstance(new, str) and value.startswith(old.rstrip("/") + "/")):
+                        node[key] = new + value[len(old):] if isinstance(new, str) else new
+                        break
+    walk(verl_cfg)
+
+
 def lineage_line(plan: RunPlan, lineage: "Lineage | None") -> str | None:
     if lineage is None:
         return None
-    original = lineage.original.get("run_id") or "?"
+    # a snapshot written before run ids existed: its id is computed now, from its own verl config
+    original = lineage.original.get("run_id") or plan.reproduces or plan.run_id
     if lineage.resume:
         return f"resuming run {original} in its own dir {plan.checkpoint_dir} (--from-snapshot --resume)"
     return (f"reproducing run {original} from step 0 into a new dir {plan.checkpoint_dir} "

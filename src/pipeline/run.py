@@ -23,7 +23,7 @@ from src.slurm.task import slurm_task
 
 from . import smoke
 from .errors import USAGE_EXIT, RunError, UsageError, verl_reason
-from .lineage import Lineage, identify, lineage_line
+from .lineage import Lineage, identify, lineage_line, verl_config_for
 from .precheck import debug, detected_gpu_memory, outside_multi_node_job
 
 
@@ -75,7 +75,8 @@ def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dic
     dry = bool(composed["dry_run"])
     try:
         try:
-            verl_cfg = verl_config.build(plan, composed)
+            # a --from-snapshot run replays the snapshot's own (src/pipeline/replay.py)
+            verl_cfg = verl_config_for(plan, composed, lineage)
         except Exception as exc:  # verl's own validation said no
             raise UsageError(f"verl rejected the config: {verl_reason(exc, overrides)}") from None
         plan, verl_cfg, ident = identify(plan, composed, overrides, verl_cfg, lineage)

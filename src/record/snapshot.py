@@ -2,9 +2,10 @@
 
 Files: composed.yaml (our composed config), overrides.yaml (CLI overrides), plan.json,
 verl_config.yaml (the exact file verl runs), command.txt, git.txt + git.diff, env.json
-(relevant environment, secrets redacted), packages-train.txt / packages-scorer.txt, system.json.
-Written into a temp dir and renamed into place, so a snapshot is whole or absent. Every file
-passes through the secret scrubber: a secret value never lands on disk, even inside a URL.
+(relevant environment, secrets redacted), packages-train.txt / packages-scorer.txt, system.json,
+format.json (the snapshot format, FORMAT). Written into a temp dir and renamed into place, so a
+snapshot is whole or absent. Every file passes through the secret scrubber: a secret value never
+lands on disk, even inside a URL. Snapshots of any age are read back by src/record/upgrade.py.
 """
 from __future__ import annotations
 
@@ -26,6 +27,16 @@ from . import git_state
 from .redact import REDACTED, is_secret, scrub
 
 SNAPSHOT = "snapshot"
+
+# The files a re-run reads (src/record/upgrade.py, src/pipeline/from_snapshot.py); the others are a record.
+COMPOSED, OVERRIDES, PLAN, VERL_CONFIG, GIT, FORMAT_FILE = (
+    "composed.yaml", "overrides.yaml", "plan.json", "verl_config.yaml", "git.txt", "format.json")
+
+# The snapshot format: raised when the meaning of a recorded key changes in a way its shape does not
+# show (a unit, a default that moved into code). Snapshots without format.json are format 1. Keys
+# that are only added need no new format: a re-run fills them from today's defaults
+# (src/record/upgrade.py, docs/snapshots.md).
+FORMAT = 2
 
 
 class SnapshotMismatch(RuntimeError):
@@ -74,18 +85,19 @@ def write(run_dir: Path, *, composed: dict, overrides: list[str], plan: dict, ve
     # a Slurm job runs from the code copied at submission: record that code's git state
     git_text, git_diff = git_state.current()
     files = {
-        "composed.yaml": yaml.safe_dump(composed, sort_keys=False, allow_unicode=True),
-        "overrides.yaml": yaml.safe_dump(list(overrides), allow_unicode=True),
-        "plan.json": json.dumps(plan, indent=2, sort_keys=False) + "\n",
-        "verl_config.yaml": verl_yaml,
+        COMPOSED: yaml.safe_dump(composed, sort_keys=False, allow_unicode=True),
+        OVERRIDES: yaml.safe_dump(list(overrides), allow_unicode=True),
+        PLAN: json.dumps(plan, indent=2, sort_keys=False) + "\n",
+        VERL_CONFIG: verl_yaml,
         # a shell command that runs when pasted: each argument shell-quoted, from the code root
         # (verl's entry is `-m src.trainer`; the run itself gets the code root on PYTHONPATH)
         "command.txt": f"cd {shlex.quote(str(CODE_ROOT))} && {shlex.join(command)}\n",
-        "git.txt": git_text,
+        GIT: git_text,
         "git.diff": git_diff,
         "env.json": json.dumps(relevant_env(environ), indent=2) + "\n",
         "packages-train.txt": installed_packages(),
         "system.json": json.dumps(system_info(), indent=2) + "\n",
+        FORMAT_FILE: json.dumps({"format": FORMAT}) + "\n",
     }
     if scorer_python and Path(scorer_python).exists():
         files["packages-scorer.txt"] = installed_packages(scorer_python)
@@ -107,23 +119,8 @@ def reuse(run_dir: Path, verl_yaml: str) -> Path | None:
     target = run_dir / SNAPSHOT
     if not target.exists():
         return None
-    old = target / "verl_config.yaml"
+    old = target / VERL_CONFIG
     if not old.is_file() or old.read_text(encoding="utf-8") != verl_yaml:
         raise SnapshotMismatch(f"{target} holds the snapshot of another run (its verl_config.yaml differs); "
                                f"a run dir holds one run: use a new run dir")
     return target
-
-
-def load(snapshot_dir: Path) -> tuple[dict, list[str]]:
-    """(composed config, overrides) of a snapshot, for --from-snapshot, in today's shape."""
-    composed = yaml.safe_load((snapshot_dir / "composed.yaml").read_text(encoding="utf-8"))
-    overrides = yaml.safe_load((snapshot_dir / "overrides.yaml").read_text(encoding="utf-8")) or []
-    return upgraded(composed), overrides
-
-
-def upgraded(composed: dict) -> dict:
-    """A composed config written by older code, in today's shape. Each step names the change:
-    - before the one-package-per-stage layout, `gpus` was a config group: `gpus: {per_node: N}`."""
-    if isinstance(composed.get("gpus"), dict):
-        composed = {**composed, "gpus": composed["gpus"]["per_node"]}
-    return composed
