@@ -1,5 +1,6 @@
 """The dependency locks (envs/lock/) agree with each other, with what we ask for (envs/*.in), with verl's own
 GPU extras, and with every file that installs an environment (environment.yml, envs/scorer.yml, Makefile)."""
+import os
 import re
 import subprocess
 import sys
@@ -69,28 +70,36 @@ def test_a_lock_line_without_an_exact_pin_is_refused(tmp_path):
         check_locks.read_lock(bad)
 
 
-def test_gpu_lock_meets_verls_vllm_and_fsdp_extras():
-    # the pins come from verl's own metadata (verl-0.9.1.dist-info, extras "vllm" and "fsdp",
-    # which pull "flash-attn-cu130torch211" and "cupy-cu130"), not from our copy of them
-    wanted = {"vllm", "fsdp", "flash-attn-cu130torch211", "cupy-cu130", "verl-core"}
-    gpu = lock("train", "gpu")
-    assert gpu["verl"] == metadata.version("verl") == "0.9.1"
+def verl_extra_requirements(extras):
+    """verl's own requirements for `extras` (verl-0.9.1.dist-info METADATA), its self-references left out."""
+    reqs = [Requirement(line) for line in metadata.requires("verl")]
+    return [r for r in reqs if r.marker and any(r.marker.evaluate({"extra": e}) for e in extras) and r.name != "verl"]
+
+
+def test_gpu_locks_meet_verls_vllm_and_fsdp_extras_flash_attn_only_opt_in():
+    # the pins come from verl's own metadata (verl-0.9.1.dist-info, extras "vllm" and "fsdp", which pull
+    # "flash-attn-cu130torch211" and "cupy-cu130"), not from our copy of them in envs/train-gpu.in
+    default, opt_in = lock("train", "gpu"), check_locks.read_lock(check_locks.opt_in_lock_path())
+    assert default["verl"] == metadata.version("verl") == "0.9.1"
+    flash = {"flash-attn-cu130torch211"}
     checked = 0
-    for line in metadata.requires("verl"):
-        req = Requirement(line)
-        if req.marker and any(req.marker.evaluate({"extra": e}) for e in wanted) and req.name != "verl":
+    for extras, pins in (({"vllm", "fsdp", "cupy-cu130", "verl-core"}, default), (flash, opt_in)):
+        for req in verl_extra_requirements(extras):
             name = canonicalize_name(req.name)
-            assert name in gpu and req.specifier.contains(gpu[name], prereleases=True), f"{req} vs lock"
+            assert name in pins and req.specifier.contains(pins[name], prereleases=True), f"{req} vs lock"
             checked += 1
     assert checked > 20
-    assert (gpu["torch"], gpu["vllm"], gpu["transformers"], gpu["flash-attn"]) == ("2.11.0", "0.24.0", "5.9.0", "2.8.3")
+    # the default set holds everything of the fsdp extra but flash-attn, and only flash-attn is opt-in
+    assert [canonicalize_name(r.name) for r in verl_extra_requirements(flash)] == sorted(check_locks.OPT_IN_BUILDS)
+    assert "flash-attn" not in default and opt_in["flash-attn"] == "2.8.3"
+    assert (default["torch"], default["vllm"], default["transformers"]) == ("2.11.0", "0.24.0", "5.9.0")
 
 
 def test_conda_files_install_exactly_the_gpu_locks_on_the_locked_python():
     lock_sh = (ROOT / "envs/lock.sh").read_text()
     python = re.search(r"^PYTHON_VERSION=(\S+)", lock_sh, re.M).group(1)
-    assert pip_section(ROOT / "environment.yml") == ["-r envs/lock/train-gpu-env.txt"]
-    assert "pip install --no-build-isolation --no-deps -r envs/lock/train-gpu-built.txt" in (ROOT / "environment.yml").read_text()
+    assert pip_section(ROOT / "environment.yml") == ["-r envs/lock/train-gpu.txt"]
+    assert "pip install --no-build-isolation -r envs/lock/train-gpu-flash-attn.txt" in (ROOT / "environment.yml").read_text()
     scorer_yml = ROOT / "envs/scorer.yml"
     [ref] = pip_section(scorer_yml)
     assert ref.startswith("-r ") and (scorer_yml.parent / ref[3:].strip()).resolve() == check_locks.lock_path("scorer", "gpu")
@@ -98,30 +107,86 @@ def test_conda_files_install_exactly_the_gpu_locks_on_the_locked_python():
     assert f"python{python}" in (ROOT / "Makefile").read_text()
 
 
-def test_the_two_gpu_install_steps_are_exactly_the_gpu_lock():
-    first = check_locks.read_lock(ROOT / "envs/lock/train-gpu-env.txt")
-    second = check_locks.read_lock(ROOT / "envs/lock/train-gpu-built.txt")
-    assert second == {"flash-attn": "2.8.3"} and not first.keys() & second.keys()
-    assert first | second == lock("train", "gpu")
+def test_the_opt_in_lock_is_the_default_gpu_lock_plus_flash_attn():
+    default, opt_in = lock("train", "gpu"), check_locks.read_lock(check_locks.opt_in_lock_path())
+    assert check_locks.opt_in_problems(default, opt_in) == []
+    assert opt_in == default | {"flash-attn": "2.8.3"}
 
 
-def test_a_hand_edited_split_is_reported(tmp_path, monkeypatch):
+def test_an_opt_in_lock_out_of_step_is_reported():
+    default = {"torch": "2.11.0", "einops": "0.8.2", "six": "1.17.0"}
+    opt_in = {"torch": "2.10.0", "einops": "0.8.2", "flash-attn": "2.8.3", "extra": "1.0"}
+    assert check_locks.opt_in_problems(default, opt_in) == [
+        "torch: default 2.11.0 != opt-in 2.10.0", "six==1.17.0 is missing from the opt-in lock",
+        "extra==1.0 is in the opt-in lock only"]
+    assert check_locks.opt_in_problems(default | {"flash-attn": "2.8.3"}, default) == [
+        "flash-attn==2.8.3 is in the default GPU lock: it must be opt-in only", "flash-attn is missing from the opt-in lock"]
+
+
+def test_a_hand_edited_opt_in_lock_is_reported(tmp_path, monkeypatch):
     lock_dir = tmp_path / "envs" / "lock"
     lock_dir.mkdir(parents=True)
     for f in (ROOT / "envs").glob("*.in"):
         (tmp_path / "envs" / f.name).write_text(f.read_text())
     for f in (ROOT / "envs/lock").glob("*.txt"):
         (lock_dir / f.name).write_text(f.read_text())
-    (lock_dir / "train-gpu-built.txt").write_text("flash-attn==2.8.2\n")
+    text = (lock_dir / "train-gpu-flash-attn.txt").read_text()
+    (lock_dir / "train-gpu-flash-attn.txt").write_text(text.replace("flash-attn==2.8.3", "flash-attn==2.8.2"))
     monkeypatch.setattr(check_locks, "ROOT", tmp_path)
-    assert check_locks.check() == ["envs/lock/train-gpu-built.txt is not derived from envs/lock/train-gpu.txt"]
+    assert check_locks.check() == [
+        "envs/lock/train-gpu-flash-attn.txt: flash-attn==2.8.3 but the lock has flash-attn==2.8.2"]
 
 
-def test_make_setup_installs_exactly_the_cpu_locks():
-    makefile = (ROOT / "Makefile").read_text()
-    installs = re.findall(r"pip install .*-r (\S+)", makefile)
-    assert installs == ["envs/lock/train-cpu.txt", "envs/lock/scorer-cpu.txt"]
-    assert not re.search(r"pip install [^\n]*(==|requirements-)", makefile.replace("--upgrade pip", ""))
+def make_n(*args, gpus=None):
+    """`make -n setup ...` in the repo: the commands setup would run, nothing run. gpus: what a fake
+    nvidia-smi first on PATH lists (None: one that fails, as on a machine without a driver)."""
+    bin_dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"fake-nvidia-smi-{os.getpid()}-{gpus is None}"
+    bin_dir.mkdir(exist_ok=True)
+    fake = bin_dir / "nvidia-smi"
+    fake.write_text("#!/bin/sh\n" + (f"echo '{gpus}'\n" if gpus else "echo 'NVIDIA-SMI has failed' >&2; exit 9\n"))
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    env.pop("PLATFORM", None)
+    return subprocess.run(["make", "-n", "setup", "VENV=/nonexistent/a", "SCORER_VENV=/nonexistent/b", *args],
+                          cwd=ROOT, capture_output=True, text=True, env=env)
+
+
+def installs(out: str) -> list[str]:
+    """(the lock) of each install command of `make -n setup` output, in order."""
+    return re.findall(r"uv\.sh pip (?:sync|install) .*?(envs/lock/\S+)\s*$", out.replace("\\\n", " "), re.M)
+
+
+def test_make_setup_installs_the_locks_of_the_node_it_runs_on():
+    gpu = "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)"
+    assert installs(make_n(gpus=gpu).stdout) == ["envs/lock/train-gpu.txt", "envs/lock/scorer-gpu.txt"]
+    assert installs(make_n(gpus=None).stdout) == ["envs/lock/train-cpu.txt", "envs/lock/scorer-cpu.txt"]
+    # PLATFORM= forces one; an environment variable of that name does not
+    assert installs(make_n("PLATFORM=cpu", gpus=gpu).stdout) == ["envs/lock/train-cpu.txt", "envs/lock/scorer-cpu.txt"]
+    assert installs(make_n("PLATFORM=gpu").stdout) == ["envs/lock/train-gpu.txt", "envs/lock/scorer-gpu.txt"]
+
+
+def test_make_setup_installs_with_uv_exactly_the_locks():
+    cpu, gpu = make_n("PLATFORM=cpu").stdout, make_n("PLATFORM=gpu").stdout
+    assert "--find-links /opt/wheels envs/lock/train-cpu.txt" in cpu  # torch 2.13.0+cpu's folder
+    assert "/opt/wheels" not in gpu and "flash" not in gpu  # the default GPU install builds nothing
+    for out in (cpu, gpu):
+        assert len(re.findall(r"^envs/uv\.sh pip sync ", out, re.M)) == 2  # sync: exactly the lock, no leftovers
+        assert "pip install" not in out and "==" not in out
+    flash = make_n("PLATFORM=gpu", "FLASH_ATTN=1").stdout
+    assert installs(flash) == ["envs/lock/train-gpu.txt", "envs/lock/train-gpu-flash-attn.txt", "envs/lock/scorer-gpu.txt"]
+    assert "--no-build-isolation-package flash-attn" in flash and "FLASH_ATTENTION_FORCE_BUILD=TRUE" in flash
+    offline = make_n("PLATFORM=gpu", "WHEELHOUSE=/shared/wh").stdout
+    assert offline.count("--no-index --find-links /shared/wh envs/lock/") == 2
+
+
+def test_make_setup_refuses_a_bad_choice_in_one_line():
+    for args, message in ((["PLATFORM=tpu"], "error: PLATFORM=tpu is not a platform; use PLATFORM=gpu or PLATFORM=cpu"),
+                          (["PLATFORM=cpu", "FLASH_ATTN=1"], "error: FLASH_ATTN=1 builds flash-attn for CUDA; it needs PLATFORM=gpu")):
+        result = make_n(*args)
+        assert result.returncode == 2 and result.stdout == ""
+        assert len(result.stderr.splitlines()) == 1 and message in result.stderr
+    bare = subprocess.run(["make", "-n", "wheelhouse", "PLATFORM=cpu"], cwd=ROOT, capture_output=True, text=True)
+    assert bare.returncode == 2 and "error: make wheelhouse needs WHEELHOUSE=DIR" in bare.stderr
 
 
 def test_check_locks_cli_passes_on_the_committed_locks_and_refuses_bad_usage():
@@ -139,8 +204,14 @@ def test_shared_constraints_drop_only_the_build_that_differs():
     assert len(lines) == len(lock("train", "gpu")) - 1
 
 
-def test_this_test_env_is_the_cpu_train_lock():
-    # the CPU tests must run what GPU nodes run: a stale .venv (e.g. transformers 5.10.4) fails here
+def test_this_test_env_is_the_lock_it_was_set_up_from():
+    # the tests must run what the locks say (on CPU machines, GPU nodes' versions but torch's build): a stale
+    # .venv (e.g. transformers 5.10.4) fails here. `make setup` writes the locks it synced into .installed.
+    stamp = Path(sys.prefix) / ".installed"
+    names = stamp.read_text().split() if stamp.is_file() and stamp.read_text().strip() else ["envs/lock/train-cpu.txt"]
+    pins = {}
+    for name in names:
+        pins.update(check_locks.read_lock(ROOT / name))
     stale = [f"{name}: installed {metadata.version(name)}, lock {version}"
-             for name, version in lock("train", "cpu").items() if metadata.version(name) != version]
+             for name, version in pins.items() if metadata.version(name) != version]
     assert stale == [], "re-run `make setup`:\n" + "\n".join(stale)
