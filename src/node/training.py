@@ -94,6 +94,12 @@ class TimeLimitSignalBlocked:
         return False
 
 
+def clear_time_limit_flags(checkpoint_dir: str | Path) -> None:
+    """Every launch, before its training starts (src/pipeline/run.py): a request in the checkpoint dir
+    was left by an earlier attempt (src/trainer/time_limit.py, "Whose request") and is not this one's."""
+    time_limit.clear(checkpoint_dir)
+
+
 class TimeLimitWatch(TimeLimitSignalBlocked):
     """Slurm's time-limit signal while training runs (src/trainer/time_limit.py, steps 2 and 4).
 

@@ -112,6 +112,9 @@ def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dic
         print(f"WARNING: debug.train_command_override is set: running {shlex.join(command)} instead of verl",
               file=sys.stderr)
     _record_attempt(run_dir, task, command)
+    # training starts now: a time-limit request an earlier attempt left in the checkpoint dir is
+    # not this launch's (src/trainer/time_limit.py, "Whose request")
+    training.clear_time_limit_flags(verl_cfg.trainer.default_local_dir)
     env, scorer_devices = environment.run_env(plan, environ)
     rank = task.rank if task is not None else 0
     # the scorer first: its URL and token are in the env of everything started after it (this

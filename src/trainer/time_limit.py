@@ -21,6 +21,20 @@ So the save after the signal is ours, through verl's own checkpoint code:
      If training has not ended `stop_by_s` after the signal (or REQUEUE_S, src/plan/time_limit.py, before the job's end),
      the runner stops it and requeues anyway: the run then resumes from its last periodic save.
 
+Whose request: REQUESTED is honoured by whichever trainer reads the checkpoint dir, so one left by
+an earlier attempt would end the next one after its first step, with exit 0, looking finished (a
+Slurm job killed before its runner cleared it, then resumed locally or with --from-snapshot
+--resume). So every launch clears the flags before its training starts (src/pipeline/run.py
+through src/node/training.py clear_time_limit_flags, on every launch, not only under Slurm), and
+the watch of a Slurm launch clears them again as it starts. Why the launcher clears rather than
+the flag carrying the launch's identity for the trainer to compare: the runner is the one process
+that knows a new training begins, and it needs nothing forwarded to the trainer, which runs in
+verl's TaskRunner actor on whichever node of the Ray cluster Ray places it, where environment
+variables the runner sets on node 0 do not reach (verl/trainer/main_ppo.py, run_ppo: no placement).
+The protocol stays a plain file on the shared checkpoint dir. The one path around the launcher,
+command.txt started by hand, is a record, not a launch (docs/snapshots.md): re-run with
+--from-snapshot.
+
 The test stand-in (tests/slurm/stand_in_train.py) speaks the same protocol through these helpers.
 """
 from __future__ import annotations
@@ -40,7 +54,7 @@ def flag_dir(checkpoint_dir: str | Path) -> Path:
 
 
 def clear(checkpoint_dir: str | Path) -> None:
-    """Before training starts: a requeued job must not see the last attempt's flag."""
+    """Before training starts, on every launch: no attempt sees an earlier attempt's flags."""
     for name in (REQUESTED, SAVED):
         (flag_dir(checkpoint_dir) / name).unlink(missing_ok=True)
 

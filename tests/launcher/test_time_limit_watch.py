@@ -116,3 +116,72 @@ def test_without_a_signal_nothing_changes(tmp_path, previous_handler):
                       watch=training.TimeLimitWatch(str(ckpt), 30))
     assert code == 0 and previous_handler == []
     assert not time_limit.requested(ckpt)
+
+
+# verl's trainer side, driven per step as PPOTrainer.fit drives it: verl's PPOTrainerSync with the
+# TimeLimitSave hook (src/trainer/entry.py), built partially as in tests/launcher/test_train_entry.py
+# (the GPU worker group and the weight sync stand in), on the run's own verl config, reading the real
+# flag file in the checkpoint dir. verl's fit leaves its loop once global_steps passes
+# total_training_steps, which the hook lowers on a time-limit request.
+RESUMING_TRAINER = """
+import json, os, sys
+from pathlib import Path
+from omegaconf import OmegaConf
+from torchdata.stateful_dataloader import StatefulDataLoader
+from verl.trainer.ppo.checkpoint_callback import build_checkpoint_callback
+from verl.trainer.ppo.v1 import PPOTrainerSync
+from src.trainer import entry
+from tests.launcher.test_train_entry import ActorWorkerGroup, WeightSync
+
+config = OmegaConf.load(os.environ["QE_RL_VERL_CONFIG"])
+ckpt = Path(config.trainer.default_local_dir)
+start = int((ckpt / "latest_checkpointed_iteration.txt").read_text())   # resume_mode=auto
+t = object.__new__(entry.time_limited(PPOTrainerSync))
+t.config, t.total_training_steps = config, config.trainer.total_training_steps
+t.trainer_mode, t.use_critic, t.timing_raw = "sync", False, {}
+t.actor_rollout_wg, t.checkpoint_manager = ActorWorkerGroup(), WeightSync()
+t.train_dataloader = StatefulDataLoader(list(range(8)), batch_size=2)
+t.checkpoint_callback = build_checkpoint_callback(config)
+t.global_steps = start + 1
+while t.global_steps <= t.total_training_steps:          # PPOTrainer.fit's loop bound
+    t.on_step_end()
+    print(f"trainer: step {t.global_steps} done", flush=True)
+    t.global_steps += 1
+print(f"trainer: left fit after step {t.global_steps - 1}; saves {t.actor_rollout_wg.saves}", flush=True)
+"""
+
+
+def test_a_local_resume_of_a_dir_with_an_earlier_slurm_attempts_request_trains_to_the_end(tmp_path):
+    """A Slurm attempt was killed after its watch wrote the request and before a requeue cleared
+    it; the run is then resumed on a workstation (no Slurm, so no watch). The launcher clears the
+    request on every launch, so verl's trainer (its on_step_end with our hook, reading the real file)
+    trains steps 3..6 and does not stop after step 3 as the earlier attempt's request asked."""
+    from src.data.parquet_io import write_parquet_atomic
+    from src.data.rows import Example, make_row
+    from tests.launcher.conftest import launch
+
+    (tmp_path / "models" / "Qwen2.5-0.5B-Instruct").mkdir(parents=True)
+    for split in ("train", "val"):
+        rows = [make_row(Example("今天天气很好。", "The weather is nice today.", "zh", "en"), dataset_name="wmt_zh_en",
+                         template="base", split=split, index=i) for i in range(4)]
+        write_parquet_atomic(rows, tmp_path / "data" / "wmt_zh_en" / f"{split}.parquet")
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "latest_checkpointed_iteration.txt").write_text("2")       # the earlier attempt saved step 2
+    time_limit.request(ckpt, "SIGUSR2", 30)                            # ... and its watch asked for a save
+    script = tmp_path / "resuming_trainer.py"
+    script.write_text(RESUMING_TRAINER)
+    result = launch(["model=qwen2.5_0.5b", "reward=comet", "gpus=1", "trainer.total_training_steps=6",
+                     "trainer.save_freq=100", "debug.skip_scorer=true",
+                     f"debug.train_command_override='{sys.executable} {script}'",
+                     f"+verl.trainer.default_local_dir={ckpt}", f"paths.output_dir={tmp_path}/out",
+                     f"paths.results_root={tmp_path}/results", f"paths.model_root={tmp_path}/models",
+                     f"paths.data_root={tmp_path}/data"],
+                    env_extra={"CUDA_VISIBLE_DEVICES": "0", "SLURM_CPUS_PER_TASK": "16", "PYTHONPATH": str(REPO)},
+                    timeout=600)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
+    assert [l for l in result.stdout.splitlines() if l.startswith("trainer: step")] == [
+        f"trainer: step {s} done" for s in (3, 4, 5, 6)]
+    assert "trainer: left fit after step 6; saves []" in result.stdout
+    assert "time limit:" not in result.stdout
+    assert not time_limit.requested(ckpt) and time_limit.saved(ckpt) is None
