@@ -20,11 +20,20 @@ The seams, all in verl 0.9.1:
   unless that step was just saved, and lowers `total_training_steps` to the current step: fit then
   still validates (if due), logs the step's metrics, and leaves its loop at the loop's own bound
   (`global_steps <= total_training_steps`), so verl shuts down as after a normal last step.
+
+Before verl's `run`, `resolve_registrations` looks up, in the TaskRunner actor's process and with
+verl's own lookup functions, every name of ours that verl resolves later (the advantage estimator,
+the trainer class, the replay buffer, the agent loop manager and its agent loop, the reward
+function and manager): verl finds them only minutes in (after the models load), and only in the
+process that registered them, so a name that does not resolve there (the code root missing from a
+node's PYTHONPATH, a registration that did not run in this process) stops the run first, in one
+line. It prints what each name resolved to: tests/ray_actors read that line from the actor.
 """
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import time
 
 from . import time_limit
@@ -63,7 +72,8 @@ _CLASSES: dict[type, type] = {}
 def time_limited(base: type) -> type:
     """verl's trainer class `base` with TimeLimitSave; one class per base (kept, for isinstance)."""
     if base not in _CLASSES:
-        _CLASSES[base] = type(f"TimeLimited{base.__name__}", (TimeLimitSave, base), {})
+        # __module__ given: verl's trainers are ABCs, and type() would otherwise name abc as the module
+        _CLASSES[base] = type(f"TimeLimited{base.__name__}", (TimeLimitSave, base), {"__module__": __name__})
     return _CLASSES[base]
 
 
@@ -96,9 +106,82 @@ class TimeLimitTaskRunner(_task_runner_base()):
         register_for(config)
 
         with time_limited_trainer(config.trainer.v1.trainer_mode) as cls:
+            resolved = "; ".join(f"{what} -> {name}" for what, name in resolve_registrations(config))
+            print(f"src.trainer: resolved in the TaskRunner (pid {os.getpid()}): {resolved}", flush=True)
             print(f"src.trainer: trainer {cls.__name__}; on a Slurm time limit it saves the step in progress "
                   f"(asked through {time_limit.flag_dir(config.trainer.default_local_dir)})", flush=True)
             return super().run(config)
+
+
+def _qualified(obj) -> str:
+    return f"{obj.__module__}.{obj.__qualname__}"
+
+
+def _agent_loop_class(name: str) -> type:
+    """The class verl's agent loop worker instantiates for `name` (verl/experimental/agent_loop/
+    agent_loop.py: `_agent_loop_registry[name]`, a hydra `_target_`). The registry is per process and
+    our loop is registered by each worker itself (TokenCreditAgentLoopWorker.__init__): the same call
+    runs here first, so what resolves is what the worker will find."""
+    import hydra
+    from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
+
+    from src.rewards.credit import agent_loop as credit_agent_loop
+
+    if name == credit_agent_loop.AGENT_NAME:
+        credit_agent_loop.register_agent_loop()
+    if name not in _agent_loop_registry:
+        raise KeyError(f"no agent loop registered under {name!r} (known: {sorted(_agent_loop_registry)})")
+    return hydra.utils.get_class(_agent_loop_registry[name]["_target_"])
+
+
+def resolve_registrations(config) -> list[tuple[str, str]]:
+    """(what, the qualified name it resolves to) for each name verl looks up later in this run, each
+    looked up as verl does it; a name that does not resolve stops the run in one line (module
+    docstring). Runs in the TaskRunner's process, after `register_for`."""
+    from verl.trainer.ppo import core_algos
+    from verl.trainer.ppo.reward import get_custom_reward_fn, resolve_reward_manager_cls
+    from verl.trainer.ppo.v1 import trainer_base
+    from verl.utils.import_utils import load_class_from_fqn, load_extern_object
+
+    from .guard import stop
+
+    rollout_agent = config.actor_rollout_ref.rollout.get("agent") or {}
+    sampler = config.trainer.v1.sampler.get("custom_sampler") or {}
+    reward_fn = config.reward.get("custom_reward_function") or {}
+    manager = config.reward.reward_manager
+    lookups = [
+        # verl/trainer/ppo/ray_trainer.py compute_advantage -> core_algos.get_adv_estimator_fn
+        (f"adv_estimator {config.algorithm.adv_estimator}",
+         lambda: core_algos.get_adv_estimator_fn(config.algorithm.adv_estimator)),
+        # verl/trainer/main_ppo.py TaskRunnerV1.run -> trainer_base.get_trainer_cls
+        (f"trainer {config.trainer.v1.trainer_mode}", lambda: trainer_base.get_trainer_cls(config.trainer.v1.trainer_mode)),
+    ]
+    if sampler.get("path") and sampler.get("name"):
+        # trainer_base.py PPOTrainer._build_replay_buffer (load_extern_type = load_extern_object)
+        lookups.append((f"replay buffer {sampler.path}:{sampler.name}",
+                        lambda: load_extern_object(sampler.path, sampler.name)))
+    if rollout_agent.get("agent_loop_manager_class"):
+        # main_ppo.py TaskRunnerV1.init_agent_loop_manager
+        lookups.append(("agent loop manager",
+                        lambda: load_class_from_fqn(rollout_agent.agent_loop_manager_class, "AgentLoopManager")))
+    if rollout_agent.get("default_agent_loop"):
+        lookups.append((f"agent loop {rollout_agent.default_agent_loop}",
+                        lambda: _agent_loop_class(rollout_agent.default_agent_loop)))
+    if reward_fn.get("path"):
+        # verl/trainer/ppo/reward.py get_custom_reward_fn (what every reward loop worker runs)
+        lookups.append((f"reward function {reward_fn.path}:{reward_fn.name}",
+                        lambda: get_custom_reward_fn(config) and load_extern_object(reward_fn.path, reward_fn.name)))
+    # reward.py resolve_reward_manager_cls (the RewardLoopManager here, each reward loop worker)
+    lookups.append((f"reward manager {manager.name} ({manager.source})", lambda: resolve_reward_manager_cls(config)))
+    resolved = []
+    for what, lookup in lookups:
+        try:
+            resolved.append((what, _qualified(lookup())))
+        except Exception as exc:  # noqa: BLE001  (any failure to resolve is reported the same way)
+            detail = " ".join(f"{type(exc).__name__}: {exc}".split())
+            stop(f"{what} does not resolve in verl's TaskRunner (pid {os.getpid()}): {detail}; PYTHONPATH="
+                 f"{os.environ.get('PYTHONPATH', '')!r} (the code root must be on it on every node)")
+    return resolved
 
 
 def task_runner_class(config):

@@ -193,6 +193,13 @@ class GuardedReplayBuffer(_buffer_base()):
         self.guard = StepGuard(int(kw["lost_groups_allowed"]), int(kw.get("max_gen_batches", 0)), metric,
                                train_batch_size)
         self._partition = "train"
+        # the training log says which rules hold (and tests/ray_actors that verl built this class in
+        # the TaskRunner actor)
+        dapo = (f"DAPO on {metric!r}, at most {self.guard.max_gen_batches} generation batches per step"
+                if metric is not None else "no DAPO filter")
+        print(f"src.trainer.guard: {type(self).__name__} (pid {os.getpid()}): lost groups allowed "
+              f"{self.guard.lost_groups_allowed} in the run (each dropped whole before training, the step trains "
+              f"on the groups left; one beyond that stops the run); {dapo}", flush=True)
         if refill_fn is not None:
             def guarded_refill(prompts: int, _refill=refill_fn):
                 self.guard.before_refill(prompts)
