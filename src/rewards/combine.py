@@ -3,12 +3,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from src.rewards.components import get_component
 from src.rewards.settings import RewardSettings
-
-
-def normalised(component: str, value: float) -> float:
-    """Every component on a 0..1-ish scale before clipping: BLEU is reported 0..100."""
-    return value / 100.0 if component == "bleu" else value
 
 
 def discretised(value: float, thresholds: tuple[float, ...]) -> float:
@@ -29,7 +25,7 @@ def answer_score(components: Mapping[str, float | None], s: RewardSettings, vali
         if value is None:
             v = lo
         else:
-            v = normalised(comp, value)
+            v = get_component(comp).normalised(value)  # e.g. BLEU is logged 0..100, weighted /100
             if s.discrete.enable and comp in s.discrete.components:
                 v = discretised(v, s.discrete.thresholds)
             v = min(max(v, lo), hi)

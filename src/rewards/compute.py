@@ -21,6 +21,8 @@ reward.credit=token also `credit_ranges` (JSON, src/rewards/credit/ranges.py).
 The package, module by module:
     parsing.py         strict <think>/<translate> format per prompt template
     degenerate.py      empty, source copy, wrong script, absurd length (no scorer call)
+    components.py      the answer components (bleu, comet, kiwi, xcomet, mqm, ok_ratio), a registry
+    plugins.py         reward.plugins: the user's components, loaded in every reward process
     bleu.py            sacrebleu sentence BLEU tokenised per target language
     client.py          shared aiohttp client to the QE scoring service (src/scorer)
     qe.py              which models a row needs, their answers as components
@@ -38,13 +40,13 @@ from typing import Any, Mapping
 
 from src.data.templates import expected_format
 from src.rewards import components_log
-from src.rewards.bleu import sentence_bleu
 from src.rewards.combine import answer_score
+from src.rewards.components import ComponentInput, get_component
 from src.rewards.credit import ranges as credit_ranges
 from src.rewards.degenerate import Degenerate, detect
 from src.rewards.parsing import parse_response
 from src.rewards.qe import SEVERITIES, QEResult, assess, spans_json
-from src.rewards.settings import COMPONENTS, RewardSettings
+from src.rewards.settings import RewardSettings
 
 _SETTINGS_CACHE: dict[str, RewardSettings] = {}
 # Keyword arguments verl's reward managers add themselves (not reward settings).
@@ -98,7 +100,8 @@ async def compute_score(data_source: str, solution_str: str, ground_truth: str, 
 
     response = _clean(solution_str or "")
     parsed = parse_response(response, expected_format(str(info["template"])), s.format.strict_outside)
-    values: dict[str, float | None] = {c: None for c in COMPONENTS}
+    # every component of this run (built-in and plugins'), None until computed: verl stacks each key
+    values: dict[str, float | None] = {c: None for c in s.train_weights}
     values.update({f"n_{sev}": None for sev in SEVERITIES})
     degenerate, qe = Degenerate(), QEResult()
     if not parsed.ok:
@@ -110,10 +113,13 @@ async def compute_score(data_source: str, solution_str: str, ground_truth: str, 
         # wrong-script ones, so its metrics describe every well-formed answer of a sane length
         measurable = not (degenerate.empty or degenerate.length_ratio)
         if measurable and (validation or not degenerate.any):
-            if reference.strip():
-                values["bleu"] = sentence_bleu(parsed.translation, reference, tgt_lang)
             qe = await assess(parsed.translation, source, reference, tgt_lang, s, validation)
-            values.update(qe.values)
+            row = ComponentInput(parsed.translation, source, reference, tgt_lang, qe.answers)
+            for name in s.train_weights:
+                component = get_component(name)
+                if qe.has(component):
+                    values[name] = component.value(row)
+            values.update(qe.counts)
         answer = degenerate.penalty(s.degenerate) if degenerate.any else answer_score(values, s, validation)
 
     score = format_part + answer

@@ -9,39 +9,49 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 from dataclasses import dataclass, field
 
+from src.rewards import components
 from src.rewards.client import get_client
-from src.rewards.settings import SENTENCE_COMPONENTS, SPAN_COMPONENTS, RewardSettings
+from src.rewards.settings import RewardSettings
 
 SEVERITIES = ("minor", "major", "critical")
+# sentence model roles, in the order they are asked; COMET-DA (role comet) needs the reference
+SENTENCE_ROLES = ("comet", "kiwi")
+ROLES_NEEDING_REFERENCE = ("comet",)
 
 
 @dataclass
 class QEResult:
-    values: dict = field(default_factory=dict)  # kiwi, comet, xcomet, mqm, n_minor, ..., ok_ratio
+    answers: dict = field(default_factory=dict)  # model role -> the service's result for the translation
+    asked: dict = field(default_factory=dict)  # model role -> what it was asked for (`want`)
+    counts: dict = field(default_factory=dict)  # n_minor, n_major, n_critical (span model asked)
     spans: list = field(default_factory=list)  # the span model's error spans, as the service gave them
     words: list = field(default_factory=list)  # its word tags when asked for (token credit reads BAD words)
 
-
-def _finite(value) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return None
-    return float(value)
+    def has(self, component: components.RewardComponent) -> bool:
+        """The answer this component reads was asked for (a None value inside it is the model's)."""
+        if component.model is None:
+            return True
+        asked = self.asked.get(component.model)
+        return asked is not None and all(out in asked for out in component.span_outputs)
 
 
 def plan_requests(s: RewardSettings, validation: bool, has_ref: bool) -> tuple[list[str], list[str] | None]:
-    """(sentence components to ask for, span `want` list or None)."""
-    weights = s.weights(validation)
-    sentence = [c for c in SENTENCE_COMPONENTS if s.models.get(c) and (validation or weights[c] != 0.0)]
+    """(sentence model roles to ask, span `want` list or None). Training asks the models of the
+    weighted components; validation every sentence model of the group and, with mode train|eval,
+    the span model with everything it can say (so each is logged)."""
+    weighted = [components.get_component(c) for c, w in s.weights(validation).items() if w != 0.0]
+    sentence = [r for r in SENTENCE_ROLES
+                if s.models.get(r) and (validation or any(c.model == r for c in weighted))]
     if not has_ref:
-        sentence = [c for c in sentence if c != "comet"]  # COMET-DA needs the reference
+        sentence = [r for r in sentence if r not in ROLES_NEEDING_REFERENCE]
     want = None
     if validation and s.span_at_validation:
-        want = ["score", "spans", "word_tags"]
-    elif not validation and any(weights[c] != 0.0 for c in SPAN_COMPONENTS):
-        want = ["score", "spans"] + (["word_tags"] if weights["ok_ratio"] != 0.0 else [])
+        want = list(components.SPAN_OUTPUTS)
+    elif not validation and any(c.model == "span" for c in weighted):
+        extra = {o for c in weighted if c.model == "span" for o in c.span_outputs}
+        want = ["score", "spans"] + [o for o in components.SPAN_OUTPUTS if o in extra and o not in ("score", "spans")]
     return sentence, want
 
 
@@ -53,11 +63,11 @@ async def assess(translation: str, source: str, reference: str, tgt_lang: str, s
         return QEResult()
     client = get_client(s.client)
     calls = []
-    for comp in sentence:
+    for role in sentence:
         item = {"src": source, "mt": translation}
-        if comp == "comet":
+        if role in ROLES_NEEDING_REFERENCE:
             item["ref"] = reference
-        calls.append(client.score(s.models[comp], [item], ["score"]))
+        calls.append(client.score(s.models[role], [item], ["score"]))
     if want is not None:
         item = {"src": source, "mt": translation}
         if tgt_lang:  # word segmentation of the MT (jieba for zh, MeCab for ja); else guessed from the script
@@ -73,20 +83,16 @@ async def assess(translation: str, source: str, reference: str, tgt_lang: str, s
     answers = await asyncio.gather(*calls)
 
     out = QEResult()
-    for comp, results in zip(sentence, answers):
-        out.values[comp] = _finite(results[0].get("score"))
+    for role, results in zip(sentence, answers):
+        out.answers[role], out.asked[role] = results[0], ("score",)
     if want is not None:
         span_result = answers[-1][0]
-        out.values["xcomet"] = _finite(span_result.get("score"))
-        out.values["mqm"] = _finite(span_result.get("mqm"))
+        out.answers["span"], out.asked["span"] = span_result, tuple(want)
         out.spans = [sp for sp in span_result.get("spans") or [] if isinstance(sp, dict)]
         for sev in SEVERITIES:
-            out.values[f"n_{sev}"] = float(sum(1 for sp in out.spans if sp.get("severity") == sev))
+            out.counts[f"n_{sev}"] = float(sum(1 for sp in out.spans if sp.get("severity") == sev))
         if "word_tags" in want:
             out.words = [w for w in span_result.get("word_tags") or [] if isinstance(w, dict)]
-            tags = [w.get("tag") for w in out.words]
-            tagged = [t for t in tags if t in ("OK", "BAD")]  # null: beyond the encoder's limit
-            out.values["ok_ratio"] = (sum(1 for t in tagged if t == "OK") / len(tagged)) if tagged else None
     return out
 
 

@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Mapping
 
-# Every numeric answer component the reward can compute. bleu is sentence BLEU / 100.
-COMPONENTS = ("bleu", "comet", "kiwi", "xcomet", "mqm", "ok_ratio")
-# Components that come from the span (word-level) model, e.g. XCOMET-XL.
-SPAN_COMPONENTS = ("xcomet", "mqm", "ok_ratio")
-# Sentence-level model components: COMET-DA needs the reference, CometKiwi is QE.
-SENTENCE_COMPONENTS = ("comet", "kiwi")
+from src.rewards import components, plugins
+
+# The answer components are registered classes (src/rewards/components.py): built-in ones and the
+# user's, loaded from reward.plugins (src/rewards/plugins.py) before any weight is read.
 MODES = ("off", "train", "eval")
 WORD_TAG_SOURCES = ("spans", "probs")
 
@@ -88,6 +87,8 @@ class RewardSettings:
     validation_splits: tuple[str, ...]
     round_decimals: int
     client: ClientSettings
+    # files/modules that registered components of the user's (resolved at launch)
+    plugins: tuple[str, ...] = ()
 
     @property
     def span_at_validation(self) -> bool:
@@ -99,14 +100,19 @@ class RewardSettings:
 
     @classmethod
     def from_kwargs(cls, kw: Mapping[str, Any]) -> "RewardSettings":
+        specs = tuple(str(p) for p in kw.get("plugins") or ())
+        try:
+            names = plugins.component_names(specs)
+        except (plugins.PluginError, components.ComponentError) as exc:
+            raise RewardConfigError(str(exc)) from None
         try:
             s = cls(
                 reward=str(kw["reward"]),
                 mode=str(kw["mode"]),
                 models={k: (None if v is None else str(v)) for k, v in dict(kw["models"]).items()},
-                train_weights=_weights(kw["train_weights"], "train_weights"),
-                validation_weights=_weights(kw["validation_weights"], "validation_weights"),
-                clip={c: _range(kw["clip"][c], f"clip.{c}") for c in COMPONENTS},
+                train_weights=_weights(kw["train_weights"], "train_weights", names),
+                validation_weights=_weights(kw["validation_weights"], "validation_weights", names),
+                clip=_clips(kw["clip"], names),
                 format=FormatSettings(**{k: _num(v, f"format.{k}") if k != "strict_outside" else bool(v)
                                          for k, v in dict(kw["format"]).items()}),
                 degenerate=DegenerateSettings(**{k: _num(v, f"degenerate.{k}")
@@ -126,6 +132,7 @@ class RewardSettings:
                     retries=int(kw["client"]["retries"]),
                     backoff_s=_num(kw["client"]["backoff_s"], "client.backoff_s"),
                     max_connections=int(kw["client"]["max_connections"])),
+                plugins=specs,
             )
         except KeyError as exc:
             raise RewardConfigError(f"reward kwargs lack {exc.args[0]!r} (build them with "
@@ -147,9 +154,10 @@ class RewardSettings:
         if not 0.0 <= self.span.word_tag_threshold < 1.0:
             raise RewardConfigError(f"reward.span.word_tag_threshold must be in [0, 1), got "
                                     f"{self.span.word_tag_threshold}")
-        unknown = [c for c in self.discrete.components if c not in COMPONENTS]
+        unknown = [c for c in self.discrete.components if c not in self.train_weights]
         if unknown:
-            raise RewardConfigError(f"reward.discrete.components: unknown {unknown[0]!r} (known: {', '.join(COMPONENTS)})")
+            raise RewardConfigError(f"reward.discrete.components: unknown {unknown[0]!r} "
+                                    f"(known: {', '.join(self.train_weights)})")
         if self.discrete.enable and (not self.discrete.thresholds
                                      or list(self.discrete.thresholds) != sorted(self.discrete.thresholds)):
             raise RewardConfigError("reward.discrete.thresholds must be a non-empty ascending list, got "
@@ -169,13 +177,12 @@ class RewardSettings:
                                     f"max_connections >= 1; got {c}")
         for label, weights in (("train", self.train_weights), ("validation", self.validation_weights)):
             for comp, w in weights.items():
-                if w == 0.0:
-                    continue
-                model = self.models.get("span" if comp in SPAN_COMPONENTS else comp)
-                if comp != "bleu" and model is None:
-                    raise RewardConfigError(_missing_model_message(label, comp, w, self.mode))
+                role = components.get_component(comp).model
+                if w != 0.0 and role is not None and self.models.get(role) is None:
+                    raise RewardConfigError(_missing_model_message(label, comp, role, w, self.mode))
         if self.mode != "train":
-            trained = [c for c in SPAN_COMPONENTS if self.train_weights[c] != 0.0]
+            trained = [c for c, w in self.train_weights.items()
+                       if w != 0.0 and components.get_component(c).model == "span"]
             if trained:
                 raise RewardConfigError(f"train_weights.{trained[0]} is set but reward.mode={self.mode}: the span "
                                         f"model counts in training only with mode=train")
@@ -184,12 +191,12 @@ class RewardSettings:
                                     "reward.weights or reward.validation.weights")
 
 
-def _missing_model_message(label: str, comp: str, weight: float, mode: str) -> str:
+def _missing_model_message(label: str, comp: str, role: str, weight: float, mode: str) -> str:
     key = "reward.weights" if label == "train" else "reward.validation.weights"
-    if comp in SPAN_COMPONENTS:
+    if role == "span":
         return (f"{key}.{comp}={weight} needs the span model: set reward.span_model (and reward.mode=train "
                 f"or eval; it is {mode})")
-    kind = "a reference-based COMET-DA model (e.g. comet_da)" if comp == "comet" else \
+    kind = "a reference-based COMET-DA model (e.g. comet_da)" if role == "comet" else \
         "a QE model such as CometKiwi (e.g. cometkiwi_da)"
     return f"{key}.{comp}={weight} needs {kind} in reward.sentence_models or reward.validation_models"
 
@@ -206,21 +213,32 @@ def _range(value: Any, key: str) -> tuple[float, float]:
     return _num(value[0], key), _num(value[1], key)
 
 
-def _weights(value: Any, key: str) -> dict[str, float]:
-    weights = {c: 0.0 for c in COMPONENTS}
+def _weights(value: Any, key: str, names: tuple[str, ...]) -> dict[str, float]:
+    weights = {c: 0.0 for c in names}
     for comp, w in dict(value).items():
-        if comp not in COMPONENTS:
-            raise RewardConfigError(f"reward.{key}: unknown component {comp!r} (known: {', '.join(COMPONENTS)})")
+        if comp not in weights:
+            raise RewardConfigError(f"reward.{key}: unknown component {comp!r} (known: {', '.join(weights)}; "
+                                    f"a component of your own is loaded through reward.plugins)")
         weights[comp] = _num(w, f"{key}.{comp}")
     return weights
+
+
+def _clips(value: Any, names: tuple[str, ...]) -> dict[str, tuple[float, float]]:
+    """Each component's clip range: reward.clip.<name>, else the class's default."""
+    given = dict(value)
+    unknown = [c for c in given if c not in names]
+    if unknown:
+        raise RewardConfigError(f"reward.clip: unknown component {unknown[0]!r} (known: {', '.join(names)})")
+    return {c: _range(given[c], f"clip.{c}") if c in given else tuple(components.get_component(c).clip)
+            for c in names}
 
 
 # ----------------------------------------------------------------------------------------------
 # launch side
 # ----------------------------------------------------------------------------------------------
 def sentence_model_components(reward_cfg: Mapping[str, Any], scorer_models: Mapping[str, Any]) -> dict:
-    """comet/kiwi -> scorer model name, from the group's sentence and validation models: a model
-    that needs the reference is COMET-DA-like (comet), one that does not is QE (kiwi)."""
+    """Model role comet/kiwi -> scorer model name, from the group's sentence and validation models:
+    a model that needs the reference is COMET-DA-like (comet), one that does not is QE (kiwi)."""
     out: dict[str, str | None] = {"comet": None, "kiwi": None}
     names = list(dict.fromkeys(list(reward_cfg.get("sentence_models") or [])
                                + list(reward_cfg.get("validation_models") or [])))
@@ -236,17 +254,24 @@ def sentence_model_components(reward_cfg: Mapping[str, Any], scorer_models: Mapp
     return out
 
 
-def reward_kwargs(reward_cfg: Mapping[str, Any], scorer_models: Mapping[str, Any]) -> dict:
-    """The reward group (composed, resolved) -> the kwargs verl passes to compute_score."""
+def reward_kwargs(reward_cfg: Mapping[str, Any], scorer_models: Mapping[str, Any],
+                  root: str | Path | None = None) -> dict:
+    """The reward group (composed, resolved) -> the kwargs verl passes to compute_score. `root`: the
+    checkout that relative reward.plugins paths are read from (default: the working directory)."""
+    try:
+        specs = plugins.resolve(reward_cfg.get("plugins") or [], Path(root or Path.cwd()))
+        names = plugins.component_names(specs)  # the plugins' names must be known to check the weights
+    except (plugins.PluginError, components.ComponentError) as exc:
+        raise RewardConfigError(str(exc)) from None
     mode = reward_cfg["mode"]
     span_model = reward_cfg.get("span_model") if mode != "off" else None
     models = {**sentence_model_components(reward_cfg, scorer_models), "span": span_model}
-    train = _weights(reward_cfg["weights"], "weights")
-    validation = _weights(reward_cfg["validation"]["weights"], "validation.weights")
+    train = _weights(reward_cfg["weights"], "weights", names)
+    validation = _weights(reward_cfg["validation"]["weights"], "validation.weights", names)
     if mode != "train":
         # the span model is not part of the training reward; a group that has nothing else
         # trains on the validation reward (format + CometKiwi + BLEU), which is always loaded
-        train = {c: (0.0 if c in SPAN_COMPONENTS else w) for c, w in train.items()}
+        train = {c: (0.0 if components.get_component(c).model == "span" else w) for c, w in train.items()}
         if not any(train.values()):
             train = dict(validation)
     kw = {
@@ -255,7 +280,8 @@ def reward_kwargs(reward_cfg: Mapping[str, Any], scorer_models: Mapping[str, Any
         "models": models,
         "train_weights": train,
         "validation_weights": validation,
-        "clip": {c: [float(x) for x in reward_cfg["clip"][c]] for c in COMPONENTS},
+        "clip": {c: [float(x) for x in (reward_cfg["clip"].get(c) or components.get_component(c).clip)]
+                 for c in names},
         "format": dict(reward_cfg["format"]),
         "degenerate": dict(reward_cfg["degenerate"]),
         "discrete": {"enable": bool(reward_cfg["discrete"]["enable"]),
@@ -266,6 +292,8 @@ def reward_kwargs(reward_cfg: Mapping[str, Any], scorer_models: Mapping[str, Any
         "round_decimals": int(reward_cfg["round_decimals"]),
         "client": dict(reward_cfg["client"]),
     }
+    if specs:  # only then: the verl config (and run id) of a run without plugins stays as it was
+        kw["plugins"] = specs
     RewardSettings.from_kwargs(kw)  # refuse at launch what would fail in the workers
     return kw
 

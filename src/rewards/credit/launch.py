@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from src.rewards import settings as rewards_settings
+from src.rewards.components import get_component
 from src.rewards.credit.ranges import CREDITS, KWARGS_KEY, SEQUENCE, CreditConfigError, CreditSettings
 
 ESTIMATOR = "grpo_token"  # src/rewards/credit/estimator.py NAME (not imported: it imports torch)
@@ -47,9 +48,9 @@ def plan(cfg: dict) -> Optional[TokenCreditPlan]:
         raise CreditConfigError(f"reward.credit must be sequence or token, got {credit!r} (e.g. reward.credit=token)")
     if credit == SEQUENCE:
         return None
-    kw = rewards_settings.reward_kwargs(reward, cfg["scorer"]["models"])
+    kw = rewards_settings.reward_kwargs(reward, cfg["scorer"]["models"], cfg["paths"]["root_dir"])
     spans_in_training = kw["models"].get("span") is not None and any(
-        kw["train_weights"][c] != 0.0 for c in rewards_settings.SPAN_COMPONENTS)
+        w != 0.0 and get_component(c).model == "span" for c, w in kw["train_weights"].items())
     if not spans_in_training:
         raise CreditConfigError(
             f"reward.credit=token needs the span model's error spans in the training reward, and reward "
