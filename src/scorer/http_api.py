@@ -11,6 +11,7 @@ import logging
 import math
 import os
 import time
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Optional
 
@@ -24,6 +25,12 @@ from .runner import ModelRunner
 from .schema import ModelInfo, RequestError, parse_score_request, results_for_empty_mt
 
 log = logging.getLogger("scorer")
+# Requests with larger bodies are measured (tokenised for their cost) on the measuring thread:
+# tokenising runs at about 1 MB/s, so an 8 MB body would hold the event loop, and with it every
+# other client, for seconds. The tokenizer releases the GIL, so the loop keeps serving meanwhile.
+# Smaller ones (the reward workers' single items, a few KiB) are measured on the loop: they never
+# queue behind a large one.
+MEASURE_OFF_LOOP_BYTES = 64 * 1024
 
 
 class MalformedHttpLog(logging.Filter):
@@ -68,6 +75,7 @@ class ServiceState:
     batcher: Batcher
     metrics: Metrics
     peak_gpu_bytes: Callable[[], Optional[int]] = lambda: None
+    measure_executor: Optional[Executor] = None  # one thread; see MEASURE_OFF_LOOP_BYTES
     draining: bool = False
     infos: Dict[str, ModelInfo] = field(default_factory=dict)
 
@@ -154,7 +162,11 @@ async def handle_score(request: web.Request) -> web.Response:
     empty_score = state.cfg.models[req.model].empty_mt_score
     todo = [i for i, it in enumerate(req.items) if it.mt.strip()]
     items = [req.items[i] for i in todo]
-    measures = runner.measure(items)
+    if len(body) > MEASURE_OFF_LOOP_BYTES and state.measure_executor is not None:
+        measures = await asyncio.get_running_loop().run_in_executor(
+            state.measure_executor, runner.measure, items, True)
+    else:
+        measures = runner.measure(items)
     try:
         futures = state.batcher.submit(req.model, items, [req.options] * len(items), measures)
     except QueueFull:

@@ -12,7 +12,8 @@ inference threads each run both steps for their own batch (docs/scorer-api.md "H
 The model's tokenizer is used under a lock (comet changes its padding settings on every batch);
 nothing in `compute` touches it: the span decoder has its own copy, and its per-batch
 probabilities are kept per thread. `measure` runs on the event loop with a third copy (the raw
-backend), so no two threads ever share tokenizer state.
+backend), and for large requests on the service's one measuring thread with a fourth (made on
+first use), so no two threads ever share tokenizer state.
 """
 from __future__ import annotations
 
@@ -95,6 +96,7 @@ class ModelRunner:
         self._measure_tok = Tokenizer.from_str(tok.backend_tokenizer.to_str())
         self._measure_tok.no_truncation()
         self._measure_tok.no_padding()
+        self._measure_tok_off_loop: Optional[Tokenizer] = None  # measure(off_loop=True)'s
 
     @property
     def info(self) -> ModelInfo:
@@ -106,10 +108,22 @@ class ModelRunner:
     # ------------------------------------------------------------------------------------------
     # Cost and truncation, mirroring comet's prepare_sample / concat_sequences
     # ------------------------------------------------------------------------------------------
-    def _lengths(self, texts: List[str]) -> List[int]:
-        return [len(e.ids) for e in self._measure_tok.encode_batch(texts)]
+    def _lengths(self, texts: List[str], off_loop: bool = False) -> List[int]:
+        tok = self._measure_tok
+        if off_loop:
+            if self._measure_tok_off_loop is None:
+                from tokenizers import Tokenizer
 
-    def measure(self, items: Sequence[Item]) -> List[Measure]:
+                with self._prepare_lock:  # no batch changes the model tokenizer's settings now
+                    tok = Tokenizer.from_str(self.model.encoder.tokenizer.backend_tokenizer.to_str())
+                tok.no_truncation()
+                tok.no_padding()
+                self._measure_tok_off_loop = tok
+            tok = self._measure_tok_off_loop
+        return [len(e.ids) for e in tok.encode_batch(texts)]
+
+    def measure(self, items: Sequence[Item], off_loop: bool = False) -> List[Measure]:
+        """`off_loop`: called from the service's one measuring thread, not the event loop."""
         if not items:
             return []
         n = len(items)
@@ -118,7 +132,7 @@ class ModelRunner:
         if self.uses_src:
             texts += [it.src for it in items]
         texts += [it.ref for it, r in zip(items, with_ref) if r]
-        lengths = self._lengths(texts)  # one call for every segment of the request
+        lengths = self._lengths(texts, off_loop)  # one call for every segment of the request
         mt = lengths[:n]
         src = lengths[n:2 * n] if self.uses_src else [0] * n
         ref_iter = iter(lengths[2 * n if self.uses_src else n:])

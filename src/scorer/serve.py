@@ -207,8 +207,9 @@ async def serve(cfg: ScorerConfig, token: bytes, runners, sock: socket.socket,
     batcher = Batcher(runners, executor, metrics, cfg.batch_tokens, cfg.max_batch_items,
                       cfg.max_wait_ms, cfg.max_queue, concurrency=threads, prep_executor=prep)
     batcher.start()
+    measuring = ThreadPoolExecutor(max_workers=1, thread_name_prefix="scorer-measure")
     state = ServiceState(token=token, cfg=cfg, runners=runners, batcher=batcher, metrics=metrics,
-                         peak_gpu_bytes=_peak_gpu_fn(cfg.device))
+                         peak_gpu_bytes=_peak_gpu_fn(cfg.device), measure_executor=measuring)
     # handler_cancellation: a client that hangs up cancels its request, and the batcher then
     # drops that request's queued items instead of computing them for nobody.
     # keepalive_timeout: aiohttp closes a connection whose next request's headers have not
@@ -242,6 +243,7 @@ async def serve(cfg: ScorerConfig, token: bytes, runners, sock: socket.socket,
         await batcher.drain(cfg.drain_timeout_s)
         await app_runner.cleanup()
         executor.shutdown(wait=True, cancel_futures=True)
+        measuring.shutdown(wait=True, cancel_futures=True)
         if prep is not None:
             prep.shutdown(wait=True, cancel_futures=True)
         log.info("stopped")
