@@ -84,6 +84,8 @@ def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dic
         refusal = identity.check_dir(Path(verl_cfg.trainer.default_local_dir), ident, plan.run_id)
         if refusal:
             raise UsageError(refusal)
+        if not dry:  # experiment=smoke_tiny: its tiny models and prompts, built once, before anything reads them
+            smoke.prepare(plan, composed, environ)
         # dry runs too: the val/train rows' split tags decide which reward they get (the splits
         # as the reward function receives them; absent only in snapshots older than the key)
         splits = OmegaConf.select(verl_cfg, "reward.custom_reward_function.reward_kwargs.validation_splits")

@@ -1,7 +1,8 @@
 """`python -m src.tiny_models WHAT OUT ...`: build a tiny model offline (once: a complete tree is reused).
 
     python -m src.tiny_models policy OUT [--num-layers 2 --hidden-size 128 --intermediate-size 256
-                                          --num-attention-heads 2 --num-kv-heads 1 --vocab-size 640]
+                                          --num-attention-heads 2 --num-kv-heads 1 --vocab-size 640
+                                          --max-position-embeddings 4096 --block-size 16]
     .venv-scorer/bin/python -m src.tiny_models qe [OUT] [--with-small]
     python -m src.tiny_models tokenizer OUT
 
@@ -30,10 +31,12 @@ def _policy(argv: list[str]) -> int:
     p.add_argument("out", type=Path)
     for f in fields(PolicySpec):
         p.add_argument("--" + f.name.replace("_", "-"), type=int, default=f.default)
+    p.add_argument("--block-size", type=int, default=16,
+                   help="the KV cache block size the run gives vLLM (checked, not stored)")
     args = p.parse_args(argv)
     spec = PolicySpec(**{f.name: getattr(args, f.name) for f in fields(PolicySpec)})
     try:
-        status = ensure_built(args.out, spec)
+        status = ensure_built(args.out, spec, block_size=args.block_size)
     except VllmConstraintError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -74,8 +74,10 @@ def build(out: Path, spec: PolicySpec) -> None:
     model.save_pretrained(str(out))
 
 
-def ensure_built(out: Path, spec: PolicySpec = PolicySpec()) -> str:
+def ensure_built(out: Path, spec: PolicySpec = PolicySpec(),
+                 block_size: int = vllm_rules.DEFAULT_BLOCK_SIZE) -> str:
     """'reused' when `out` already holds this spec built by this builder, else 'built'. The vLLM
-    rules that do not need the tokenizer are checked before any work."""
-    check(spec, spec.vocab_size)
+    rules are checked before any work (`block_size`: the KV cache block size the run gives vLLM),
+    the tokenizer's length once it is trained."""
+    check(spec, spec.vocab_size, block_size)
     return ensure(Path(out), build_key(spec), lambda tmp: build(tmp, spec))

@@ -19,6 +19,11 @@ smoke verdict (src/pipeline/smoke.py) reads the same files it reads after a real
   with input, output, gts, score, step per sample (`_dump_generations`).
 
   --no-checkpoint   train and validate but save nothing (the verdict must say checkpoint FAIL)
+  --generate        the rollout is the policy's own (experiment=smoke_tiny): the model at
+                    actor_rollout_ref.model.path, loaded with the attention implementation verl's config
+                    names (override_config.attn_implementation), samples rollout.n answers of up to
+                    data.max_response_length tokens per prompt on the CPU, from the prompt as verl's agent
+                    loop renders it (the tokenizer's chat template, add_generation_prompt)
 """
 import argparse
 import asyncio
@@ -51,6 +56,34 @@ def responses(row: dict, n: int) -> list[str]:
     return out
 
 
+class PolicySampler:
+    """The policy of verl's config, sampling on the CPU (--generate)."""
+
+    def __init__(self, verl: dict):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        model_cfg = verl["actor_rollout_ref"]["model"]
+        path = model_cfg["path"]
+        self.torch = torch
+        self.tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        self.model = AutoModelForCausalLM.from_pretrained(
+            path, dtype=torch.float32, attn_implementation=model_cfg["override_config"]["attn_implementation"],
+            local_files_only=True).eval()
+        self.max_new = verl["data"]["max_response_length"]
+        self.kwargs = verl["data"].get("apply_chat_template_kwargs") or {}
+        torch.manual_seed(verl["data"].get("seed") or 0)
+
+    def __call__(self, row: dict, n: int) -> list[str]:
+        ids = self.tok.apply_chat_template(list(row["prompt"]), add_generation_prompt=True, tokenize=True,
+                                           return_dict=True, **self.kwargs)["input_ids"]
+        prompt = self.torch.tensor([ids] * n)
+        with self.torch.no_grad():
+            out = self.model.generate(prompt, attention_mask=self.torch.ones_like(prompt), do_sample=True,
+                                      max_new_tokens=self.max_new, pad_token_id=self.tok.pad_token_id)
+        return [self.tok.decode(seq[len(ids):], skip_special_tokens=True) for seq in out]
+
+
 async def score_all(items: list[tuple[dict, str]], kwargs: dict) -> list[dict]:
     from src.rewards.compute import compute_score
 
@@ -61,6 +94,7 @@ async def score_all(items: list[tuple[dict, str]], kwargs: dict) -> list[dict]:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--no-checkpoint", action="store_true")
+    ap.add_argument("--generate", action="store_true")
     args = ap.parse_args()
 
     verl = yaml.safe_load(Path(os.environ["QE_RL_VERL_CONFIG"]).read_text())
@@ -74,6 +108,7 @@ def main() -> int:
     train = rows(data["train_files"], data["train_max_samples"])
     val = rows(data["val_files"], data["val_max_samples"])
 
+    answer = PolicySampler(verl) if args.generate else responses
     tracker = ckpt / TRACKER
     start = int(tracker.read_text()) if tracker.is_file() and trainer["resume_mode"] == "auto" else 0
     print(f"stand-in: world size {world}, resuming from step {start}" if start else f"stand-in: world size {world}")
@@ -85,7 +120,7 @@ def main() -> int:
     for step in range(start + 1, total + 1):
         t_step = time.perf_counter()
         batch = [train[((step - 1) * P + i) % len(train)] for i in range(P)]
-        items = [(row, resp) for row in batch for resp in responses(row, n)]
+        items = [(row, resp) for row in batch for resp in answer(row, n)]
         scores = [r["score"] for r in loop.run_until_complete(score_all(items, kwargs))]
         t_reward = time.perf_counter() - t_step
         advantages = []
@@ -115,7 +150,7 @@ def main() -> int:
         # verl's step timer closes before validation (trainer_base.py fit)
         metrics["timing_s/step"] = time.perf_counter() - t_step
         if last or step % trainer["test_freq"] == 0:
-            val_items = [(row, responses(row, 1)[0]) for row in val]
+            val_items = [(row, answer(row, 1)[0]) for row in val]
             val_results = loop.run_until_complete(score_all(val_items, kwargs))
             out = Path(trainer["validation_data_dir"])
             out.mkdir(parents=True, exist_ok=True)

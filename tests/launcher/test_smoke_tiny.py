@@ -1,0 +1,216 @@
+"""`python -m src.launch experiment=smoke_tiny`: the smoke run with nothing to download, up to the GPU boundary.
+
+- a dry run works in a fresh-clone-like copy of the checkout (no conf/local/, no models/, no data/, no
+  .cache/) and builds nothing;
+- a real launch (scorer on the CPU, tests/launcher/smoke_stand_in.py --generate in place of verl's GPU
+  trainer) builds the tiny policy (train env), the tiny QE checkpoints (scorer env) and the prompts
+  (src.data.prepare) once, then runs every stage: the stand-in samples the rollouts from the tiny policy
+  itself, loaded with the attention implementation verl's config names, and the real reward function
+  scores them through the real scorer on the tiny CometKiwi; the verdict is PASS, resume included;
+- what was built loads where it is used: the policy with transformers (its vLLM constraints hold), the
+  prompts with verl's RLHFDataset through the tiny tokenizer's chat template; a second prepare reuses
+  all three builds.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from src.config import compose_config
+from src.pipeline import smoke
+from src.plan import build_plan
+from tests.rewards.conftest import NETGUARD
+
+REPO = Path(__file__).resolve().parents[2]
+STAND_IN = REPO / "tests" / "launcher" / "smoke_stand_in.py"
+STAGES = ["scorer", "training", "rollout", "reward", "update", "validation", "checkpoint", "resume", "report"]
+# user-level locations a fresh clone must not depend on
+LEAKY_ENV = ("QE_RL_MODELS", "QE_RL_DATA", "QE_RL_RESULTS", "HF_HOME", "HF_HUB_CACHE", "CUDA_VISIBLE_DEVICES")
+
+
+def _fresh_clone(dst: Path) -> Path:
+    """The files a clone of this working tree has (tracked + new, not ignored), minus conf/local/."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                            capture_output=True, check=True).stdout.decode().split("\0")
+    for rel in filter(None, listed):
+        src = REPO / rel
+        if rel.startswith("conf/local/") or not src.is_file():
+            continue
+        (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dst / rel)
+    return dst
+
+
+def test_dry_run_works_in_a_fresh_clone_without_local_config_models_or_data(tmp_path):
+    clone = _fresh_clone(tmp_path / "clone")
+    assert not (clone / "conf" / "local").exists() and not (clone / ".cache").exists()
+    assert not (clone / "models").exists() and not (clone / "data").exists()
+    env = {k: v for k, v in os.environ.items() if k not in LEAKY_ENV and not k.startswith("SLURM_")}
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "src.launch", "experiment=smoke_tiny", "dry_run=true"], cwd=clone,
+                          env=env, capture_output=True, text=True, timeout=600)
+    print(f"fresh-clone dry run: {time.perf_counter() - t0:.1f} s")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Run plan: tiny_qwen2 / comet (off) / grpo" in proc.stdout and "dry run: nothing started" in proc.stdout
+    assert not (clone / ".cache" / "tiny-models").exists()  # a dry run builds nothing
+    (snap,) = (clone / "outputs" / "runs").glob("*/snapshot")
+    verl = yaml.safe_load((snap / "verl_config.yaml").read_text())
+    assert verl["actor_rollout_ref"]["model"]["path"] == f"{clone}/.cache/tiny-models/policy"
+    assert verl["data"]["train_files"] == f"{clone}/.cache/tiny-models/data/train.parquet"
+    assert verl["actor_rollout_ref"]["model"]["override_config"]["attn_implementation"] == "sdpa"
+    assert json.loads((snap / "plan.json").read_text())["attention"]["implementation"] == "sdpa"
+
+
+def test_preset_plans_on_one_gpu_with_the_same_stages_as_smoke(tmp_path):
+    composed = compose_config(["experiment=smoke_tiny", f"paths.output_dir={tmp_path}"])
+    smoke_cfg = compose_config(["experiment=smoke", f"paths.output_dir={tmp_path}"])
+    assert composed["smoke"] is True and composed["gpus"] == 1 and composed["model"]["name"] == "tiny_qwen2"
+    assert composed["trainer"] == smoke_cfg["trainer"] and composed["batch"] == smoke_cfg["batch"]
+    assert composed["scorer"]["placement"] == "shared"
+    plan = build_plan(composed, run_dir=str(tmp_path / "run"), flash_attn=None)
+    assert plan.world_size == 1 and plan.scorer_models == ("cometkiwi_da",) and plan.adjustments == ()
+    assert plan.scorer.training_gpu_index == 0  # shared: the scorer sits on the one training GPU
+
+
+def _launch(tmp: Path, build_dir: Path) -> tuple[subprocess.CompletedProcess, Path]:
+    out = tmp / "out"
+    stand_in = f"{sys.executable} {STAND_IN} --generate"
+    args = [sys.executable, "-m", "src.launch", "experiment=smoke_tiny", "scorer.placement=cpu",
+            "scorer.ready_timeout_s=120", f"model.build_dir={build_dir}", "data.max_response_length=48",
+            f"debug.train_command_override='{stand_in}'", f"paths.output_dir={out}"]
+    env = {k: v for k, v in os.environ.items() if k not in LEAKY_ENV and not k.startswith(("SLURM_", "QE_SCORER_"))}
+    # one (pretend) GPU for preflight; SLURM_CPUS_PER_TASK is this task's CPU grant for Ray's 3G+10 check
+    env.update(CUDA_VISIBLE_DEVICES="0", PYTHONPATH=str(NETGUARD), SLURM_CPUS_PER_TASK="16")
+    proc = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=1200)
+    (run_dir,) = (out / "runs").iterdir()
+    return proc, run_dir
+
+
+def test_launch_builds_the_tiny_models_runs_every_stage_and_prints_pass(tmp_path):
+    build_dir = tmp_path / "tiny-models"
+    t0 = time.perf_counter()
+    proc, run_dir = _launch(tmp_path, build_dir)
+    elapsed = time.perf_counter() - t0
+    out = proc.stdout + proc.stderr
+    print(f"smoke_tiny launch (builds + stand-in training + resume + report): {elapsed:.1f} s")
+    print("\n".join(l for l in out.splitlines() if l.startswith(("smoke_tiny:", "stand-in:"))))
+    assert proc.returncode == 0, out[-5000:]
+    for what in ("tiny policy", "tiny QE checkpoints", "prompts"):
+        assert f"smoke_tiny: {what} built in" in out, out[-3000:]
+    assert "=== qe-rl smoke verdict: PASS ===" in out
+    verdict = out[out.index("=== qe-rl smoke verdict"):].splitlines()
+    for stage in STAGES:
+        line = next(l for l in verdict if l.split() and l.split()[0] == stage)
+        assert line.split()[1] == "PASS", line
+    # the rollouts were the tiny policy's own samples, scored by the real service
+    starts = [json.loads(l) for l in (run_dir / "stand_in.jsonl").read_text().splitlines()]
+    assert [(s["resumed_from"], s["steps"]) for s in starts] == [(0, [1, 2]), (1, [2])]
+    assert "scorer ready url=" in (run_dir / "scorer" / "node-0.log").read_text()
+    (first,) = [p for p in (tmp_path / "out").rglob("val_generations/1.jsonl")]
+    sample = json.loads(first.read_text().splitlines()[0])
+    assert sample["output"] and "<translate>" not in sample["output"]  # random weights: no learned format
+
+    # what was built loads where it is used
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from src.tiny_models import vllm_rules
+
+    verl = yaml.safe_load((run_dir / "snapshot" / "verl_config.yaml").read_text())
+    policy = Path(verl["actor_rollout_ref"]["model"]["path"])
+    assert policy == build_dir / "policy"
+    tok = AutoTokenizer.from_pretrained(str(policy), local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(str(policy), attn_implementation="sdpa", local_files_only=True)
+    c = model.config
+    assert (c.num_hidden_layers, c.hidden_size, c.vocab_size) == (2, 128, 640) and len(tok) == c.vocab_size
+    assert vllm_rules.problems(hidden_size=c.hidden_size, num_attention_heads=c.num_attention_heads,
+                               num_kv_heads=c.num_key_value_heads, vocab_size=c.vocab_size,
+                               tokenizer_len=len(tok)) == []
+    train = pq.read_table(build_dir / "data" / "train.parquet").to_pylist()
+    assert len(train) == 24 and {r["extra_info"]["split"] for r in train} == {"train"}
+    assert {r["extra_info"]["lang_pair"] for r in train} == {"zh-en", "en-zh"}
+    assert {r["extra_info"]["template"] for r in train} == {"chat"}
+
+
+def test_prompts_load_in_verls_dataset_and_a_second_prepare_reuses_every_build(tmp_path, capsys):
+    """Runs after the launch test's build (its own build_dir: the builds are cheap to redo here)."""
+    from omegaconf import OmegaConf
+    from transformers import AutoTokenizer
+    from verl.utils.dataset.rl_dataset import RLHFDataset
+
+    composed = compose_config(["experiment=smoke_tiny", f"model.build_dir={tmp_path}/tiny",
+                               f"paths.output_dir={tmp_path}/out"])
+    plan = build_plan(composed, run_dir=str(tmp_path / "run"), flash_attn=None)
+    smoke.prepare(plan, composed)
+    first = capsys.readouterr().out
+    assert first.count(" built in ") == 3, first
+    t0 = time.perf_counter()
+    smoke.prepare(plan, composed)
+    again = capsys.readouterr().out
+    assert again.count(" reused in ") == 3, again
+    assert time.perf_counter() - t0 < 60  # no model is built again (a scorer-env start is most of it)
+
+    tok = AutoTokenizer.from_pretrained(composed["model"]["path"], local_files_only=True)
+    cfg = OmegaConf.create({"prompt_key": "prompt", "max_prompt_length": composed["data"]["max_prompt_length"],
+                            "filter_overlong_prompts": True, "truncation": "error", "return_raw_chat": True,
+                            "cache_dir": str(tmp_path / "rlhf_cache")})
+    ds = RLHFDataset(data_files=[composed["data"]["val_files"]], tokenizer=tok, config=cfg)
+    assert len(ds) == 4  # two per direction, none filtered as overlong
+    messages = ds[0]["raw_prompt"]
+    rendered = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    assert rendered.startswith("<|im_start|>system\n") and rendered.endswith("<|im_start|>assistant\n")
+
+
+# --- the vLLM 0.24.0 constraints on the tiny policy (src/tiny_models/vllm_rules.py) ---
+
+def _problems(hidden=128, heads=2, kv=1, vocab=640, tok=640, block=16):
+    from src.tiny_models import vllm_rules
+
+    return vllm_rules.problems(hidden_size=hidden, num_attention_heads=heads, num_kv_heads=kv, vocab_size=vocab,
+                               tokenizer_len=tok, block_size=block)
+
+
+@pytest.mark.parametrize("change, words", [
+    (dict(hidden=72), "head size 36"),            # not a multiple of 8 (FlashAttention)
+    (dict(hidden=1024, heads=2), "at most 256"),  # head size 512
+    (dict(hidden=32, heads=2), "Triton"),         # head size 16 < 32
+    (dict(vocab=600, tok=600), "multiple of 64"),
+    (dict(vocab=704, tok=640), "!= len(tokenizer)"),
+    (dict(block=24), "block size 24"),
+    (dict(kv=3), "num_kv_heads 3"),
+])
+def test_each_vllm_rule_is_enforced(change, words):
+    assert _problems() == []
+    found = _problems(**change)
+    assert len(found) == 1 and words in found[0], found
+
+
+def test_the_builder_refuses_a_shape_vllm_cannot_serve_before_writing_anything(tmp_path):
+    out = tmp_path / "policy"
+    proc = subprocess.run([sys.executable, "-m", "src.tiny_models", "policy", str(out), "--hidden-size", "72"],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith("error: vLLM 0.24.0 cannot serve this model: head size 36")
+    assert not out.exists()
+
+
+def test_a_launch_with_such_a_shape_or_block_size_stops_with_one_line_and_builds_nothing(tmp_path):
+    from src.pipeline import RunError
+
+    for override, words in (("model.hidden_size=72", "head size 36"),
+                            ("+verl.actor_rollout_ref.rollout.engine_kwargs.vllm.block_size=24", "block size 24")):
+        composed = compose_config(["experiment=smoke_tiny", f"model.build_dir={tmp_path}/tiny", override,
+                                   f"paths.output_dir={tmp_path}/out"])
+        plan = build_plan(composed, run_dir=str(tmp_path / "run"), flash_attn=None)
+        with pytest.raises(RunError) as err:
+            smoke.prepare(plan, composed)
+        assert "smoke_tiny: building the tiny policy failed" in str(err.value) and words in str(err.value)
+        assert "\n" not in str(err.value) and not (tmp_path / "tiny").exists()
