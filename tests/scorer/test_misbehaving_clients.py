@@ -155,7 +155,7 @@ def http_request(host: str, body: bytes, headers: dict | None = None, auth: bool
 
 async def exchange(host: str, port: int, raw: bytes, timeout: float = 30.0):
     """Send `raw`, read until the service closes. -> (status, parsed JSON body or None)."""
-    reader, writer = await asyncio.open_connection(host, port)
+    reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
     try:
         writer.write(raw)
         await writer.drain()
@@ -243,7 +243,7 @@ async def staller(host: str, port: int, kind: str, stop: asyncio.Event, cuts: li
         # half body (its timer starts once the headers are parsed). Our event loop is busy, so
         # a clock read after the await could start late and see the cut early.
         t0 = time.monotonic()
-        reader, writer = await asyncio.open_connection(host, port)
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 30.0)
         try:
             if sent:
                 if kind == "half_body":
@@ -361,7 +361,7 @@ def test_well_formed_clients_are_served_while_others_misbehave(storm_service, ti
     growth = sampler.peak - before["VmRSS"]
     print(f"\nquiet run {quiet_s:.1f}s (max latency {max(quiet_lat):.2f}s), storm {storm_s:.1f}s: "
           f"{len(rounds)} rounds of well-formed requests (max latency {max(storm_lat):.2f}s); "
-          f"stalled connections cut: {len(cuts)}; misbehaving requests: {sum(seen.values())}; "
+          f"stalled connections cut: {len(cuts)}; misbehaving requests: {seen}; "
           f"service VmRSS quiet {before['VmRSS'] / 2**20:.1f} MiB, storm peak "
           f"{sampler.peak / 2**20:.1f} MiB (+{growth / 2**20:.1f} MiB, bound "
           f"{MEMORY_BOUND_BYTES / 2**20:.0f}), VmHWM {before['VmHWM'] / 2**20:.1f} -> "
