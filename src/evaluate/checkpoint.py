@@ -26,6 +26,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from src.data.safe_write import os_reason, publish_dir
+
 from .options import UsageError
 
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
@@ -112,6 +114,24 @@ def merged_dir_for(resolved: ResolvedCheckpoint, merged_dir: str | None) -> Path
     return Path(merged_dir) if merged_dir else resolved.path / MERGED_DIRNAME
 
 
+def merge_target_problem(resolved: ResolvedCheckpoint, merged_dir: str | None) -> str | None:
+    """Why the merge could not be written (checked before anything runs), or None: the target is a
+    finished merge (reused), or new in a writable dir. An existing dir that is not a finished merge is
+    not ours to replace (`merged_dir=~/thesis` must not delete the thesis)."""
+    from src.data.safe_write import writable_dir_problem
+
+    if resolved.kind == "hf":
+        return None
+    target = merged_dir_for(resolved, merged_dir)
+    if is_hf_model_dir(target):
+        return None
+    if target.exists() or target.is_symlink():
+        return (f"merged_dir: {target} exists but is not a finished merge (config.json + weights); evaluate "
+                f"never replaces it: remove it yourself or give another merged_dir=")
+    problem = writable_dir_problem(target.parent)
+    return f"merged_dir: cannot create {target}: {problem} (give merged_dir= elsewhere)" if problem else None
+
+
 def hf_model_dir(resolved: ResolvedCheckpoint, merged_dir: str | None = None, log=print) -> Path:
     """The HF dir to generate with: the checkpoint itself, an earlier merge, or a fresh merge."""
     if resolved.kind == "hf":
@@ -120,6 +140,9 @@ def hf_model_dir(resolved: ResolvedCheckpoint, merged_dir: str | None = None, lo
     if is_hf_model_dir(target):
         log(f"using the merged model in {target}")
         return target
+    problem = merge_target_problem(resolved, merged_dir)  # checked up front too; here for other callers
+    if problem:
+        raise MergeError(problem)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".merging", dir=target.parent))
     command = merge_command(resolved.path, tmp)
@@ -129,9 +152,15 @@ def hf_model_dir(resolved: ResolvedCheckpoint, merged_dir: str | None = None, lo
         if done.returncode != 0 or not is_hf_model_dir(tmp):
             tail = " | ".join(l for l in done.stderr.strip().splitlines()[-3:]) or "no output"
             raise MergeError(f"verl's model merger failed (exit {done.returncode}) on {resolved.path}: {tail}")
-        if target.exists():  # an incomplete leftover of an older layout; the fresh merge replaces it
-            shutil.rmtree(target)
-        tmp.rename(target)
+        try:
+            # claimed with an exclusive mkdir: a dir that appeared meanwhile is never replaced
+            publish_dir(tmp, target, unique=False)
+        except FileExistsError:
+            if not is_hf_model_dir(target):
+                raise MergeError(f"merged_dir: {target} appeared during the merge and is not a finished merge; "
+                                 f"left as it is") from None
+    except OSError as exc:
+        raise MergeError(f"cannot write the merged model to {target}: {os_reason(exc)}") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target

@@ -56,6 +56,10 @@ class Prepared:
         every_row = testset.read_testset(opts.data)
         self.rows = every_row[:opts.limit] if opts.limit else every_row
         self.resolved = checkpoint.resolve_checkpoint(opts.checkpoint) if opts.checkpoint else None
+        problem = (checkpoint.merge_target_problem(self.resolved, opts.merged_dir)
+                   if self.resolved and opts.generator == "vllm" else None)
+        if problem:
+            raise UsageError(problem)
         if opts.generator == "file":
             self.generator = generators.FileGenerator(opts.responses)
             self.generator.check(self.rows, known={r.index for r in every_row})

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Iterator
 
 from src.config import compose_config
+from src.data.safe_write import dir_mode
 from src.node.preflight import visible_gpus
 from src.node.scorer_service import ScorerProcess
 from src.plan import ScorerModelSpec, ScorerPlan
@@ -88,6 +89,7 @@ def started_service(plan: ScorerPlan, log=print) -> Iterator[tuple[str, str]]:
     """(url, token) of a service started for this block; stopped (drained) at its end. Its config
     and log live in a temp dir, removed when the block ends without an error."""
     folder = Path(tempfile.mkdtemp(prefix="qe-eval-scorer-"))
+    os.chmod(folder, dir_mode())  # kept (with the service's log) when scoring fails: readable as the umask says
     devices = "" if plan.device == "cpu" else None  # cpu: hide the GPUs from the service
     deaths: list[str] = []
     service = ScorerProcess(plan, folder, "eval", dict(os.environ), devices, on_fatal=deaths.append)

@@ -122,3 +122,34 @@ def test_real_merge_on_cpu_gives_the_original_weights(fsdp_checkpoint, tmp_path)
     logs.clear()
     assert hf_model_dir(resolved, str(target), log=logs.append) == target
     assert logs == [f"using the merged model in {target}"]
+
+
+def test_an_existing_merged_dir_that_is_not_a_merge_is_never_replaced(fsdp_checkpoint, testset, tmp_path, capsys):
+    """Before issue 26 the finished merge replaced it (shutil.rmtree): `merged_dir=~/thesis` deleted it."""
+    from src.evaluate.checkpoint import MergeError
+    from src.evaluate.cli import main
+
+    thesis = tmp_path / "thesis"
+    thesis.mkdir()
+    (thesis / "chapter1.tex").write_text("mine")
+    resolved = resolve_checkpoint(fsdp_checkpoint)
+    with pytest.raises(MergeError, match=f"merged_dir: {thesis} exists but is not a finished merge"):
+        hf_model_dir(resolved, str(thesis), log=lambda _: None)
+    assert [p.name for p in thesis.iterdir()] == ["chapter1.tex"]
+    assert not [p for p in tmp_path.iterdir() if "merging" in p.name]
+    # from the command line: refused before anything runs (vLLM or not)
+    data, _ = testset
+    code = main([f"checkpoint={fsdp_checkpoint}", f"merged_dir={thesis}", f"data={data}", f"out={tmp_path}/o"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert err[0].startswith(f"evaluate: error: merged_dir: {thesis} exists but is not a finished merge")
+    assert (thesis / "chapter1.tex").read_text() == "mine" and not (tmp_path / "o").exists()
+
+
+def test_merge_into_an_unwritable_dir_is_refused_up_front(fsdp_checkpoint, tmp_path):
+    from src.evaluate.checkpoint import merge_target_problem
+    from tests.data.limited_dirs import read_only_dir
+
+    with read_only_dir(tmp_path / "ro") as ro:
+        problem = merge_target_problem(resolve_checkpoint(fsdp_checkpoint), str(ro / "merged"))
+        assert problem.startswith(f"merged_dir: cannot create {ro}/merged: cannot write in {ro}")
