@@ -213,10 +213,15 @@ async def bad_client(host: str, port: int, kind, stop: asyncio.Event, seen: dict
 
 
 async def nul_header_client(host: str, port: int, stop: asyncio.Event, seen: dict, limit: int):
+    """A NUL in a header, every other time in the Authorization line: aiohttp's parser error
+    quotes the offending line, which must not bring the token into the log."""
     n = 0
+    body = json.dumps({"model": "kiwi", "items": [ITEM]}).encode()
     while not stop.is_set() and n < limit:
-        raw = http_request(host, json.dumps({"model": "kiwi", "items": [ITEM]}).encode(),
-                           {"X-Trace": "a\x00b"})
+        if n % 2:
+            raw = http_request(host, body, {"Authorization": f"Bearer {TOKEN}\x00"}, auth=False)
+        else:
+            raw = http_request(host, body, {"X-Trace": "a\x00b"})
         got, _ = await exchange(host, port, raw)
         assert got == 400
         n += 1
