@@ -26,8 +26,10 @@ from .schema import ModelInfo, RequestError, parse_score_request, results_for_em
 
 log = logging.getLogger("scorer")
 # Requests with larger bodies are measured (tokenised for their cost) on the measuring thread:
-# tokenising runs at about 1 MB/s, so an 8 MB body would hold the event loop, and with it every
-# other client, for seconds. The tokenizer releases the GIL, so the loop keeps serving meanwhile.
+# tokenising runs at 1 MB/s of text or less (the tests' tiny tokenizer: ~0.4 MB/s on a busy 2-core
+# machine, /health held 1.6 s by three 256 KiB bodies), so an 8 MB body would hold the event loop,
+# and with it every other client, for seconds. The tokenizer releases the GIL (encode_batch), so
+# the loop keeps serving meanwhile.
 # Smaller ones (the reward workers' single items, a few KiB) are measured on the loop: they never
 # queue behind a large one.
 MEASURE_OFF_LOOP_BYTES = 64 * 1024
