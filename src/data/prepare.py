@@ -98,6 +98,8 @@ def _stats_path(args) -> Path:
 
 def _check_outputs(args) -> None:
     """Before any work: the output dirs can be written, and nothing there is replaced unasked."""
+    if _stats_path(args).resolve() == args.out.resolve():
+        raise InputError(f"--stats {args.stats} is the --out file; give the stats file its own name")
     for path in (args.out, _stats_path(args)):
         if path.exists() and (path.is_dir() or not args.overwrite):
             raise InputError(f"{path} is a directory" if path.is_dir() else

@@ -151,6 +151,13 @@ def test_existing_output_is_not_replaced_without_overwrite(tmp_path, tiny_tokeni
     assert not (tmp_path / "new.parquet").exists() and stats.read_text() == "{}"
 
 
+def test_stats_file_cannot_be_the_parquet(tmp_path, tiny_tokenizer_dir, pairs_jsonl, capsys):
+    out = tmp_path / "train.parquet"
+    assert _prepare(tiny_tokenizer_dir, out, "--input", str(pairs_jsonl), "--stats", str(out)) == 2
+    _one_error_line(capsys, f"--stats {out} is the --out file")
+    assert not out.exists()
+
+
 def test_read_only_output_dir_is_refused_before_any_work(tmp_path, tiny_tokenizer_dir, pairs_jsonl, capsys):
     with read_only_dir(tmp_path / "ro") as ro:
         # the tokenizer path is wrong too: the output check comes first, so nothing was loaded
