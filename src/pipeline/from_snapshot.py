@@ -8,7 +8,8 @@ re-runs (docs/snapshots.md):
   keys that changed shape, and keys added since filled from today's defaults;
 - the first lines say what was filled and whether any of it changes what verl runs.
 What cannot be re-run (a file of the snapshot gone or damaged, a newer snapshot format, a verl
-config today's verl refuses) is one `error:` line and exit 2, before anything is written.
+config today's verl refuses or that names code of ours gone since, a real run of a verl config
+with no reward function) is one `error:` line and exit 2, before anything is written.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from src.record import snapshot, upgrade
 
 from .errors import USAGE_EXIT
 from .lineage import Lineage
-from .replay import Replay, prepare
+from .replay import Replay, named_code_problem, prepare
 from .run import execute
 
 
@@ -38,16 +39,26 @@ def from_snapshot(snapshot_dir: Path, extra: list[str]) -> int:
     try:
         old = upgrade.load(snapshot_dir)
         replay = prepare(old.verl)
+        problem = named_code_problem(replay.verl)
+        if problem:
+            raise upgrade.SnapshotError(f"{snapshot_dir}/{snapshot.VERL_CONFIG}: {problem}; this snapshot needs the "
+                                        f"code that wrote it ({old.code})")
         if "checkpoint_dir" not in old.original:
             raise upgrade.SnapshotError(f"{snapshot_dir}/{snapshot.PLAN} names no checkpoint_dir; restore it as written")
     except upgrade.SnapshotError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return USAGE_EXIT
-    for line in notice(old, replay):
-        print(line)
     composed = old.composed
     if extra:
         composed["dry_run"] = extra[-1] == "dry_run=true"
+    if not replay.has_reward_function and not composed["dry_run"]:
+        print(f"error: {snapshot_dir}/{snapshot.VERL_CONFIG} names no reward function (written by {old.code}, before "
+              f"the project's existed): verl would score with its default_compute_score, which raises for this "
+              f"project's data, at the first rollout; it cannot train. Its dry run shows its plan; compose a new "
+              f"run to train", file=sys.stderr)
+        return USAGE_EXIT
+    for line in notice(old, replay):
+        print(line)
     lineage = Lineage(original=old.original, resume=resume, replay=replay)
     run_dir = _new_run_dir(Path(composed["paths"]["output_dir"]) / "runs", f"from_{snapshot_dir.parent.name}")
     code = execute(composed, old.overrides, run_dir, lineage=lineage)
@@ -76,6 +87,9 @@ def notice(old: upgrade.Upgraded, replay: Replay) -> list[str]:
                      f"the new snapshot's {snapshot.COMPOSED}): {shown}")
     else:
         lines.append("snapshot: no key added since; nothing filled")
+    if not replay.has_reward_function:
+        lines.append("snapshot: its verl config names no reward function (written before the project's existed): "
+                     "a real re-run is refused, as verl's default scorer raises on this project's data")
     moved = "; our modules moved since are named by today's path (" + ", ".join(
         f"{a} -> {b}" for a, b in replay.renamed) + ")" if replay.renamed else ""
     if replay.verl_filled:

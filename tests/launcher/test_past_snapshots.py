@@ -97,6 +97,7 @@ def test_each_past_snapshot_re_runs_with_the_verl_config_it_recorded(fixture, tm
     for key in ADDED_SINCE.get(commit, []):
         assert f" {key}=" in head, (key, head)
     assert "snapshot: changes what verl runs: no: verl runs the snapshot's own verl_config.yaml" in head
+    assert ("names no reward function" in head) == (commit == "9cbfe4f")
 
     new = new_snapshot(tmp_path)
     new_plan = json.loads((new / snapshot.PLAN).read_text(encoding="utf-8"))
@@ -206,3 +207,48 @@ def test_a_real_re_run_whose_model_is_gone_is_refused_in_one_line(tmp_path):
     assert errors == [f"error: model not found at {ROOT}/models/Qwen2.5-3B; fix the path in conf/local/default.yaml "
                       f"(paths.*) or prepare it (docs/data-and-report.md)"], result.stderr[-2000:]
     assert not (tmp_path / "results").exists()
+
+
+def test_a_snapshot_with_no_reward_function_plans_but_does_not_train(tmp_path):
+    """The first launcher (9cbfe4f) wrote verl configs with no reward function: verl would score
+    with its default_compute_score, which raises for this project's data at the first rollout. Its
+    dry run re-runs (above) and says so; a real re-run is refused in one line before anything runs."""
+    snap = relocated(FIXTURES / "snapshots" / "9cbfe4f" / "comet_dapo_g4", tmp_path)
+    before = files_under(tmp_path)
+    result = launch(["--from-snapshot", str(snap), "dry_run=false"],
+                    env_extra={"CUDA_VISIBLE_DEVICES": "0,1,2,3", "SLURM_CPUS_PER_TASK": "32"})
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"error: {snap / snapshot.VERL_CONFIG} names no reward function (written by 9cbfe4f")
+    assert files_under(tmp_path) == before
+
+
+@pytest.mark.parametrize("key, value, says", [
+    ("trainer.v1.sampler.custom_sampler.path", "pkg://src.trainer.replay_guard",
+     "trainer.v1.sampler.custom_sampler.path names the module src.trainer.replay_guard, which today's code does "
+     "not have (moved or removed)"),
+    ("trainer.v1.sampler.custom_sampler.name", "GuardedBuffer",
+     "trainer.v1.sampler.custom_sampler.path names src.trainer.guard.GuardedBuffer, which today's code does not "
+     "have (renamed or removed)"),
+    ("reward.custom_reward_function.reward_kwargs.train_weights", "heavy",
+     "reward.custom_reward_function.reward_kwargs as recorded are refused by today's src.rewards.compute"),
+])
+def test_a_snapshot_naming_code_today_lacks_is_refused_in_one_line(key, value, says, tmp_path):
+    """The verl config names this project's code by module path; a module or class gone since,
+    or reward kwargs today's reward function refuses, would fail on the GPU node at the first
+    rollout: refused at launch instead, dry run too."""
+    snap = relocated(FIXTURES / "snapshots" / "d8d19bf" / "comet_dapo_g4", tmp_path)
+    verl = yaml.safe_load((snap / snapshot.VERL_CONFIG).read_text())
+    *parents, last = key.split(".")
+    node = verl
+    for p in parents:
+        node = node[p]
+    node[last] = value
+    (snap / snapshot.VERL_CONFIG).write_text(yaml.safe_dump(verl, sort_keys=False))
+    before = files_under(tmp_path)
+    result = launch(["--from-snapshot", str(snap), "dry_run=true"])
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"error: {snap / snapshot.VERL_CONFIG}: {says}"), line
+    assert line.endswith("this snapshot needs the code that wrote it (d8d19bf)")
+    assert files_under(tmp_path) == before
