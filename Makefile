@@ -5,7 +5,8 @@
 #   WHEELHOUSE=DIR        install from DIR alone, no index at all (a compute node without internet)
 #   VENV=DIR SCORER_VENV=DIR   where the two environments go (default .venv, .venv-scorer)
 # make wheelhouse PLATFORM=gpu|cpu WHEELHOUSE=DIR [PYTHON_VERSION=3.x]
-#                  download every wheel of that platform's locks, for that platform, into DIR (needs internet)
+#                  download every wheel of that platform's locks, for that platform and Python, into DIR
+#                  (on a machine with internet; PLATFORM is the compute node's, never guessed here)
 # make test        setup if needed, then every test (train env, scorer env, Slurm dev cluster)
 # make bench       benchmarks (print numbers; see benches/RESULTS.md)
 # make locks       re-resolve envs/lock/ from envs/*.in (envs/lock.sh; registry metadata only)
@@ -82,7 +83,11 @@ $(SCORER_VENV)/.installed: $(SCORER_LOCK)
 # PYTHON_VERSION (command line only: Python images export one): the compute node's Python, when it is not
 # the one the locks are resolved for (envs/lock.sh)
 WHEEL_PYTHON := $(if $(filter command line,$(origin PYTHON_VERSION)),$(PYTHON_VERSION))
+# PLATFORM is the compute node's, so it is not guessed from this machine (a login node, often GPU-less)
 wheelhouse:
+ifneq ($(origin PLATFORM),command line)
+	$(error error: make wheelhouse needs PLATFORM=gpu or PLATFORM=cpu, the compute node's platform)
+endif
 ifeq ($(WHEELHOUSE),)
 	$(error error: make wheelhouse needs WHEELHOUSE=DIR, the folder to download the wheels into)
 endif

@@ -185,8 +185,22 @@ def test_make_setup_refuses_a_bad_choice_in_one_line():
         result = make_n(*args)
         assert result.returncode == 2 and result.stdout == ""
         assert len(result.stderr.splitlines()) == 1 and message in result.stderr
-    bare = subprocess.run(["make", "-n", "wheelhouse", "PLATFORM=cpu"], cwd=ROOT, capture_output=True, text=True)
-    assert bare.returncode == 2 and "error: make wheelhouse needs WHEELHOUSE=DIR" in bare.stderr
+    for args, message in ((["PLATFORM=cpu"], "error: make wheelhouse needs WHEELHOUSE=DIR"),
+                          (["WHEELHOUSE=/tmp/wh"], "error: make wheelhouse needs PLATFORM=gpu or PLATFORM=cpu")):
+        result = subprocess.run(["make", "-n", "wheelhouse", *args], cwd=ROOT, capture_output=True, text=True)
+        assert result.returncode == 2 and result.stdout == "" and message in result.stderr
+
+
+def test_make_wheelhouse_downloads_the_platforms_locks_for_the_compute_nodes_python():
+    result = subprocess.run(["make", "-n", "wheelhouse", "PLATFORM=gpu", "WHEELHOUSE=/shared/wh", "PYTHON_VERSION=3.12"],
+                            cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHON_VERSION": "3.11.7"})
+    command = result.stdout.replace("\\\n", " ").split()
+    assert command[1:6] == ["envs/wheelhouse.py", "--platform", "gpu", "--dest", "/shared/wh"]
+    assert command[-4:] == ["--python-version", "3.12", "envs/lock/train-gpu.txt", "envs/lock/scorer-gpu.txt"]
+    # a PYTHON_VERSION exported by a Python image (3.11.7) is not the compute node's choice
+    plain = subprocess.run(["make", "-n", "wheelhouse", "PLATFORM=cpu", "WHEELHOUSE=/w"], cwd=ROOT, capture_output=True,
+                           text=True, env={**os.environ, "PYTHON_VERSION": "3.11.7"}).stdout
+    assert "--python-version" not in plain and "--find-links /opt/wheels envs/lock/train-cpu.txt envs/lock/scorer-cpu.txt" in plain
 
 
 def test_check_locks_cli_passes_on_the_committed_locks_and_refuses_bad_usage():
