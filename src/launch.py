@@ -17,25 +17,75 @@ from src import config, pipeline
 
 # Hydra's own flags that print or explain instead of running: no pre-launch check for them
 _INFO_FLAGS = ("--help", "-h", "--hydra-help", "--info", "--cfg", "-c")
+# our own flags, read here before Hydra sees the command line
+_OWN_FLAGS = ("--from-snapshot", "--resume")
+# every flag Hydra 1.3's argument parser knows (hydra/_internal/utils.py get_args_parser): another
+# one would end in argparse's usage text and "unrecognized arguments" instead of one line
+_HYDRA_FLAGS = ("--help", "-h", "--hydra-help", "--version", "--cfg", "-c", "--resolve", "--package", "-p",
+                "--run", "-r", "--multirun", "-m", "--shell-completion", "-sc", "--config-path", "-cp",
+                "--config-name", "-cn", "--config-dir", "-cd", "--experimental-rerun", "--info", "-i")
+
+
+def usage() -> str:
+    """What `--help` says before Hydra's own help (groups and config): our flags and the sweeps."""
+    sweeps = sorted(p.stem for p in (config.CODE_ROOT / "sweeps").glob("*.yaml"))
+    return "\n".join([
+        "usage: python -m src.launch [group=option ...] [key=value ...]      one run (dry_run=true: plan only)",
+        "       python -m src.launch --multirun [hydra/launcher=slurm] key=a,b ...   a sweep (one job per value)",
+        "       python -m src.launch --multirun +sweep=<name> [key=value ...]      a sweep kept in sweeps/",
+        "       python -m src.launch --from-snapshot <run dir>/snapshot [--resume] [dry_run=true|false]",
+        "",
+        "  --from-snapshot DIR  run a past run again exactly, from its snapshot: from step 0 in a new",
+        "                       checkpoint dir; a dry run's snapshot dry-runs again unless dry_run=false",
+        "  --resume             with --from-snapshot: continue that run in its own checkpoint dir",
+        f"  +sweep=NAME          sweeps/: {', '.join(sweeps) or '(none)'}",
+        "  Values with spaces or non-ASCII characters need quotes for Hydra: \"paths.data_root='/data/数据'\"",
+        "  Exit codes: 0 done, 2 bad input (nothing written), another: the run started and failed",
+        "  (the training command's own code); docs/failures.md",
+        "",
+    ])
+
+
+def check(argv: list[str]) -> int | None:
+    """The command line's refusals and the pre-launch check: an exit code when the launch stops
+    here (one `error:` line printed), None when Hydra should run it. Writes nothing."""
+    flags = [a for a in argv if a.startswith("-")]
+    if "--resume" in flags and "--from-snapshot" not in flags:
+        print("error: --resume continues a past run and needs its snapshot: --from-snapshot "
+              "outputs/runs/<run>/snapshot --resume", file=sys.stderr)
+        return pipeline.USAGE_EXIT
+    unknown = [f for f in flags if f.split("=", 1)[0] not in _HYDRA_FLAGS + _OWN_FLAGS]
+    if unknown:
+        print(f"error: unknown option {unknown[0]}: the launcher's own are --from-snapshot DIR and --resume, "
+              f"Hydra's --multirun, --help, --cfg job, ... (python -m src.launch --help)", file=sys.stderr)
+        return pipeline.USAGE_EXIT
+    overrides = [a for a in argv if not a.startswith("-")]
+    if any(f in _INFO_FLAGS or f.startswith("--info") for f in flags):
+        return None
+    try:
+        pipeline.precheck(overrides, multirun=any(f in ("--multirun", "-m") for f in flags))
+    except pipeline.UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return pipeline.USAGE_EXIT
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--from-snapshot" in argv:
         i = argv.index("--from-snapshot")
-        if i + 1 >= len(argv):
+        if i + 1 >= len(argv) or argv[i + 1].startswith("-"):
             print("error: --from-snapshot needs a dir, e.g. --from-snapshot outputs/runs/<run>/snapshot",
                   file=sys.stderr)
             return pipeline.USAGE_EXIT
-        return pipeline.from_snapshot(Path(argv[i + 1]), argv[:i] + argv[i + 2:])
-    flags = [a for a in argv if a.startswith("-")]
-    overrides = [a for a in argv if not a.startswith("-")]
-    if not any(f in _INFO_FLAGS or f.startswith("--info") for f in flags):
-        try:
-            pipeline.precheck(overrides, multirun=any(f in ("--multirun", "-m") for f in flags))
-        except pipeline.UsageError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return pipeline.USAGE_EXIT
+        snap, extra = Path(argv[i + 1]), argv[:i] + argv[i + 2:]
+        _say_if_dry_again(snap, extra)
+        return pipeline.from_snapshot(snap, extra)
+    if any(a in ("--help", "-h") for a in argv):
+        print(usage())
+    code = check(argv)
+    if code is not None:
+        return code
 
     import hydra
 
@@ -46,6 +96,22 @@ def main(argv: list[str] | None = None) -> int:
     sys.argv = [sys.argv[0], *argv]
     entry()
     return 0
+
+
+def _say_if_dry_again(snapshot_dir: Path, extra: list[str]) -> None:
+    """A dry run's snapshot records dry_run: true, so re-running it dry-runs again unless the
+    command line says otherwise: say so, with how, before it happens."""
+    if any(a.startswith("dry_run=") for a in extra):
+        return
+    try:
+        import yaml
+
+        composed = yaml.safe_load((snapshot_dir / "composed.yaml").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # not a snapshot: from_snapshot refuses it with its own line
+    if isinstance(composed, dict) and composed.get("dry_run") is True:
+        print(f"note: {snapshot_dir} is a dry run's snapshot, so this is a dry run again; add dry_run=false "
+              f"to start the run", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ ALLOWED = {
     "record": {"config"},
     "slurm": {"config", "plan", "record"},
     "node": {"config", "plan", "record", "scorer", "slurm", "trainer"},
-    "pipeline": {"config", "node", "plan", "record", "report", "slurm", "verl_config"},
+    "pipeline": {"config", "data", "node", "plan", "record", "report", "slurm", "verl_config"},
     "evaluate": {"config", "data", "node", "plan", "rewards"},
     "launch": {"config", "pipeline"},
 }

@@ -83,6 +83,9 @@ def one_line(exc: BaseException) -> str:
     """Hydra's multi-line errors on one line: what failed, why (OmegaConf's reason for a schema
     refusal, which Hydra keeps on a later line or in the exception's cause), the key
     (`full_key: scorer.placement`), and the options Hydra lists for an unknown group option."""
+    marked = _yaml_error(exc)
+    if marked is not None:
+        return marked
     lines = [l.strip() for l in str(exc).splitlines() if l.strip()]
     if not lines:
         return type(exc).__name__
@@ -102,3 +105,95 @@ def one_line(exc: BaseException) -> str:
         options = list(itertools.takewhile(lambda l: not l.endswith(":"), lines[idx + 1:]))  # then "Config search path:"
         head += f" ({lines[idx].rstrip(':').lower()}: {', '.join(options)})"
     return head
+
+
+def _yaml_error(exc: BaseException) -> str | None:
+    """A YAML syntax error anywhere in the exception's chain (a config file of conf/, e.g. the
+    user's conf/local/default.yaml): its file, line and column, and what the parser expected."""
+    import yaml
+
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
+            mark = exc.problem_mark
+            where = f"{mark.name}, line {mark.line + 1}, column {mark.column + 1}"
+            context = f" ({exc.context} at line {exc.context_mark.line + 1})" if exc.context and exc.context_mark else ""
+            return f"YAML syntax error in {where}: {exc.problem}{context}; fix that file"
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def added_key_refusal(overrides: list[str]) -> str | None:
+    """Why an override that adds (`+key=`, `++key=`) is refused, or None. Hydra adds any key a `+`
+    names, so `+rewad=comet` (Hydra's own hint after `rewad=comet`) would compose, keep the default
+    reward and only change the run's name. A `+name=` with no dot must name a config group
+    (`+sweep=reward_grid`); a dotted key must be a key of the schema (src/config/schema.py), except
+    under its free-form parts (`verl.`: checked against verl's own tree by src/verl_config/checks.py;
+    `reward.`, a mapping such as `scorer.models.`). Hydra's own keys (`hydra.`) are Hydra's business."""
+    import difflib
+    import typing
+    from dataclasses import fields, is_dataclass
+
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import OverrideType
+
+    for o in OverridesParser.create().parse_overrides(overrides):
+        if o.type not in (OverrideType.ADD, OverrideType.FORCE_ADD) or is_hydra_override(o.key_or_group):
+            continue
+        key, plus = o.key_or_group, o.input_line[:o.input_line.index(o.key_or_group)]
+        value = o.input_line.split("=", 1)[1] if "=" in o.input_line else ""
+        if o.package is not None or "/" in key:
+            continue
+        if "." not in key:
+            groups = config_groups()
+            if key in groups:
+                continue
+            if key in {f.name for f in fields(schema.Config)}:
+                if plus == "++":
+                    continue  # `++gpus=2` overrides an existing key: harmless
+                return f"{o.input_line}: {key} is already a key of the config; set it without '+': {key}={value}"
+            near = difflib.get_close_matches(key, groups, n=1, cutoff=0.5)
+            default_groups = {f.name for f in fields(schema.Config)}
+            fix = (f"; did you mean {'' if near[0] in default_groups else '+'}{near[0]}={value}?" if near else "")
+            return (f"{o.input_line} names no config group (groups: {', '.join(sorted(groups))}): it would add a "
+                    f"key nothing reads{fix}")
+        node: typing.Any = schema.Config
+        path = []
+        for part in key.split("."):
+            if not (isinstance(node, type) and is_dataclass(node)):
+                break  # a mapping or `Any` (verl, reward, scorer.models, accelerator.env): free keys
+            hints = typing.get_type_hints(node)
+            if part not in hints:
+                names = sorted(hints)
+                near = difflib.get_close_matches(part, names, n=1, cutoff=0.5)
+                where = ".".join(path) or "the config"
+                fix = f"did you mean {'.'.join(path + [near[0]])}?" if near else f"keys of {where}: {', '.join(names)}"
+                return f"{o.input_line}: {where} has no key {part!r}, so it would add a key nothing reads; {fix}"
+            node = _unwrap_optional(hints[part])
+            path.append(part)
+    return None
+
+
+def _unwrap_optional(tp):
+    import typing
+
+    args = [a for a in typing.get_args(tp) if a is not type(None)]
+    return args[0] if typing.get_origin(tp) is typing.Union and len(args) == 1 else tp
+
+
+def config_groups() -> list[str]:
+    """The config groups a `+group=option` may name: conf/'s (Hydra's public ConfigLoader API) and
+    the sweeps/ dir's `sweep` (hydra_plugins/qe_rl/sweeps_source.py); Hydra's own and `local` aside."""
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from hydra_plugins.qe_rl.sweeps_source import GROUP as SWEEP_GROUP
+
+    register()
+    if GlobalHydra.instance().is_initialized():  # inside a running Hydra app: its own loader
+        loader = GlobalHydra.instance().config_loader()
+        return sorted((set(loader.list_groups("")) | {SWEEP_GROUP}) - {"hydra", "local"})
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        loader = GlobalHydra.instance().config_loader()
+        return sorted((set(loader.list_groups("")) | {SWEEP_GROUP}) - {"hydra", "local"})

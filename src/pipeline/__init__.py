@@ -1,5 +1,5 @@
 """Pipeline: a launch from composed config to running processes (pre-launch check, one run, --from-snapshot, the smoke verdict).
-May import: src.config, src.plan, src.verl_config, src.record, src.slurm, src.node, src.report (the smoke run's report).
+May import: src.config, src.data (the data files' checks), src.plan, src.verl_config, src.record, src.slurm, src.node, src.report (the smoke run's report).
 """
 from .errors import USAGE_EXIT, RunError, UsageError
 from .from_snapshot import from_snapshot

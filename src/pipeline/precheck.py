@@ -8,15 +8,21 @@ hydra.sweeper.params) is composed and planned, with its Slurm request when hydra
 from __future__ import annotations
 
 import os
+import re
 import shutil
+from pathlib import Path
 
 from omegaconf import OmegaConf
 
 from src import config
+from src.config import override_grammar
+from src.config.compose import added_key_refusal
+from src.data import checks as data_checks
 from src.node import preflight
 from src.plan import PlanError, RunPlan, build_plan
 from src.slurm import request as slurm_request
 from src.slurm.task import SlurmTask, slurm_task
+from src.verl_config import checks as verl_checks
 
 from .errors import UsageError
 
@@ -28,6 +34,9 @@ def precheck(overrides: list[str], multirun: bool, environ: dict | None = None) 
     raise UsageError on the first bad one. Returns the number of jobs."""
     environ = dict(os.environ if environ is None else environ)
     try:
+        refusal = added_key_refusal(overrides)
+        if refusal:
+            raise UsageError(refusal)
         fixed = config.fixed_overrides(overrides)
         base = config.compose(fixed, with_hydra=True)
         params = base.hydra.sweeper.get("params")
@@ -38,13 +47,26 @@ def precheck(overrides: list[str], multirun: bool, environ: dict | None = None) 
             raise UsageError("hydra/launcher=slurm submits only with --multirun (a single run is a sweep of one: "
                              "add --multirun)")
         combos = config.sweep_jobs(overrides, multirun, sweeper_params)
+        # where Hydra makes the run (or sweep) dir before the run starts: a read-only or full
+        # output dir would fail there with a traceback, or after a half-written run dir
+        out_dir = OmegaConf.select(base, "hydra.sweep.dir" if multirun else "hydra.run.dir")
+        refusal = not_writable(Path(str(out_dir)), "the run dir", "paths.output_dir")
+        if refusal:
+            raise UsageError(refusal)
         # `base` already holds the job config of a combination made of the fixed overrides alone
         # (a single run): not composing it again saves a third of a cached dry run
         fixed_job = [o for o in fixed if not config.is_hydra_override(o)]
+        checked: set = set()  # data files already checked (a sweep's jobs share them)
         for combo in combos:
             job = [o for o in combo if not config.is_hydra_override(o)]
             composed = config.to_plain(base) if job == fixed_job else config.compose_config(job)
             plan = build_plan(composed, run_dir="<run dir>", gpu_memory_gb=detected_gpu_memory(composed, environ))
+            verl_checks.check_user_keys(plan)
+            check_data_files(plan, composed, checked)
+            if not composed["dry_run"]:  # a dry run writes nothing into the checkpoint dir
+                refusal = not_writable(Path(plan.checkpoint_dir), "the checkpoint dir", "paths.results_root")
+                if refusal:
+                    raise UsageError(refusal)
             refusal = None if on_slurm else outside_multi_node_job(plan, composed["dry_run"], slurm_task(environ))
             if refusal:
                 raise UsageError(refusal)
@@ -54,13 +76,74 @@ def precheck(overrides: list[str], multirun: bool, environ: dict | None = None) 
         if on_slurm and shutil.which("sbatch") is None:
             raise UsageError("hydra/launcher=slurm needs Slurm (no sbatch on PATH); on a workstation, start the "
                              "dev cluster first: see slurm/README.md")
-    except (PlanError, slurm_request.RequestError, config.SweepError) as exc:
+    except (PlanError, slurm_request.RequestError, config.SweepError, verl_checks.VerlValueError,
+            data_checks.DataFileError) as exc:
         raise UsageError(str(exc)) from None
     except UsageError:
         raise
     except Exception as exc:  # Hydra's composition, schema and override-grammar errors
-        raise UsageError(config.one_line(exc)) from None
+        raise UsageError(_explained(exc, overrides)) from None
     return len(combos)
+
+
+def _explained(exc: BaseException, overrides: list[str]) -> str:
+    """Hydra's error on one line, with what to do where Hydra's own text does not say it."""
+    line = config.one_line(exc)
+    # an override Hydra's lexer refuses (`paths.data_root=/data/数据`): the quoted form
+    quoted = override_grammar.hint(overrides)
+    if quoted:
+        return f"{line} (Hydra's override grammar refuses it); {quoted}"
+    # `rewad=comet`: Hydra suggests `+rewad=comet`, which would add a key nothing reads
+    added = re.search(r"To append to your config use \+(\S+)", line)
+    if added:
+        better = added_key_refusal(["+" + added.group(1)])
+        if better:
+            return better.replace("+" + added.group(1), added.group(1), 1).replace(
+                "): it would add a key nothing reads", ") nor a key of the config", 1).replace(
+                ", so it would add a key nothing reads", "", 1)
+    return line
+
+
+def not_writable(path: Path, what: str, key: str) -> str | None:
+    """Why `path` cannot be created and written, or None. Probed for real in its nearest existing
+    ancestor (a file written and removed: os.access says yes to root on a full disk), so nothing
+    is left behind; dirs are not created here."""
+    import errno
+    import tempfile
+
+    ancestor = path
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        return f"{what} {path} cannot be made: {ancestor} is not a directory; set {key}= to a directory"
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".qe-rl-write-probe-", dir=ancestor)
+        try:
+            os.write(fd, b"x" * 4096)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+            os.unlink(probe)
+    except OSError as exc:
+        why = exc.strerror or errno.errorcode.get(exc.errno or 0, type(exc).__name__)
+        fix = ("free space there or set {key}= elsewhere" if exc.errno in (errno.ENOSPC, errno.EDQUOT)
+               else "set {key}= to a dir you can write").format(key=key)
+        return f"{what} {path} cannot be written ({why} in {ancestor}); {fix}"
+    return None
+
+
+def check_data_files(plan: RunPlan, composed: dict, checked: set | None = None) -> None:
+    """data.template is a template, and the train/val parquet files, where they exist, are what
+    src.data.prepare writes (columns, at least one row, that template): otherwise the run would
+    fail at the first reward call on the GPU node. A missing file is preflight's business (a dry
+    run plans data not prepared yet). DataFileError."""
+    checked = set() if checked is None else checked
+    template = (composed.get("data") or {}).get("template")
+    data_checks.check_template(template)
+    for what, path, split in (("train data", plan.train_files, "train"), ("val data", plan.val_files, "val")):
+        if (path, template) not in checked and Path(path).is_file():
+            data_checks.check_prepared(path, what, template, split)
+            checked.add((path, template))
 
 
 def detected_gpu_memory(composed: dict, environ: dict) -> float | None:

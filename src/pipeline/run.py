@@ -8,6 +8,7 @@ import datetime as dt
 import json
 import os
 import shlex
+import shutil
 import socket
 import sys
 from pathlib import Path
@@ -15,16 +16,18 @@ from pathlib import Path
 from omegaconf import OmegaConf
 
 from src import config, verl_config
+from src.data.checks import DataFileError
 from src.node import environment, preflight, ray_cluster, scorer_service, training
 from src.plan import PlanError, RunPlan, build_plan
 from src.plan.table import render as render_plan
 from src.record import identity, snapshot
 from src.slurm.task import slurm_task
+from src.verl_config import checks as verl_checks
 
 from . import smoke
 from .errors import USAGE_EXIT, RunError, UsageError, verl_reason
 from .lineage import Lineage, identify, lineage_line, verl_config_for
-from .precheck import debug, detected_gpu_memory, outside_multi_node_job
+from .precheck import check_data_files, debug, detected_gpu_memory, not_writable, outside_multi_node_job
 
 
 def execute(composed: dict, overrides: list[str], run_dir: Path, environ: dict | None = None,
@@ -75,6 +78,11 @@ def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dic
     dry = bool(composed["dry_run"])
     try:
         try:
+            # a `+verl.` key verl's tree lacks would be added silently (src/verl_config/checks.py)
+            verl_checks.check_user_keys(plan)
+        except verl_checks.VerlValueError as exc:
+            raise UsageError(str(exc)) from None
+        try:
             # a --from-snapshot run replays the snapshot's own (src/pipeline/replay.py)
             verl_cfg = verl_config_for(plan, composed, lineage)
         except Exception as exc:  # verl's own validation said no
@@ -88,35 +96,55 @@ def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dic
             smoke.prepare(plan, composed, environ)
         # dry runs too: the val/train rows' split tags decide which reward they get (the splits
         # as the reward function receives them; absent only in snapshots older than the key)
+        check_data_files(plan, composed)
         splits = OmegaConf.select(verl_cfg, "reward.custom_reward_function.reward_kwargs.validation_splits")
         if splits is not None:
             preflight.check_data_splits(plan, splits)
         command = train_command(composed, run_dir)
         if not dry:
             preflight.run(plan, environ, scorer=_scorer_enabled(composed))
+        # a read-only or full disk is found before the first file is written, not after the snapshot
+        for path, what, key in ((run_dir, "the run dir", "paths.output_dir"),
+                                *(() if dry else ((Path(plan.checkpoint_dir), "the checkpoint dir", "paths.results_root"),))):
+            refusal = not_writable(path, what, key)
+            if refusal:
+                raise UsageError(refusal)
         verl_yaml = verl_config.to_yaml(verl_cfg)
         snap = snapshot.reuse(run_dir, verl_yaml)
+        written = snap is None
         if snap is not None:
             print(f"run dir {run_dir} already holds this run's snapshot (a requeued or resumed job): reusing it")
         else:
-            snap = snapshot.write(
-                run_dir, composed=composed, overrides=overrides, plan=plan.to_dict(), verl_yaml=verl_yaml,
-                command=command, scorer_python=composed["scorer"]["python"], environ=environ)
-    except (PlanError, preflight.PreflightError, UsageError, snapshot.SnapshotMismatch) as exc:
+            try:
+                snap = snapshot.write(
+                    run_dir, composed=composed, overrides=overrides, plan=plan.to_dict(), verl_yaml=verl_yaml,
+                    command=command, scorer_python=composed["scorer"]["python"], environ=environ)
+            except OSError as exc:  # the disk filled up meanwhile: snapshot.write left no part of it
+                raise UsageError(f"cannot write the snapshot in {run_dir} ({exc.strerror or exc}); free space "
+                                 f"there or set paths.output_dir= elsewhere") from None
+    except (PlanError, preflight.PreflightError, UsageError, snapshot.SnapshotMismatch, DataFileError) as exc:
         _remove_if_empty(run_dir)
         raise RunError(str(exc), USAGE_EXIT) from None
     render_plan(plan, command, str(snap / "verl_config.yaml"), lineage=lineage_line(plan, lineage))
     if dry:
         print(f"dry run: nothing started; snapshot in {snap}; nothing written to {plan.checkpoint_dir}")
         return
-    identity.record(Path(verl_cfg.trainer.default_local_dir), ident, plan.run_id, plan.reproduces)
+    try:
+        identity.record(Path(verl_cfg.trainer.default_local_dir), ident, plan.run_id, plan.reproduces)
+        _record_attempt(run_dir, task, command)
+        # training starts now: a time-limit request an earlier attempt left in the checkpoint dir is
+        # not this launch's (src/trainer/time_limit.py, "Whose request")
+        training.clear_time_limit_flags(verl_cfg.trainer.default_local_dir)
+    except OSError as exc:
+        # nothing started: take back this launch's snapshot so no run dir holds a run that never ran
+        if written:
+            shutil.rmtree(snap, ignore_errors=True)
+            _remove_if_empty(run_dir)
+        raise RunError(f"cannot write the run's records ({exc.strerror or exc}: {getattr(exc, 'filename', '')}); "
+                       f"nothing started; free space or set paths.output_dir / paths.results_root", USAGE_EXIT) from None
     if debug(composed).get("train_command_override"):
         print(f"WARNING: debug.train_command_override is set: running {shlex.join(command)} instead of verl",
               file=sys.stderr)
-    _record_attempt(run_dir, task, command)
-    # training starts now: a time-limit request an earlier attempt left in the checkpoint dir is
-    # not this launch's (src/trainer/time_limit.py, "Whose request")
-    training.clear_time_limit_flags(verl_cfg.trainer.default_local_dir)
     env, scorer_devices = environment.run_env(plan, environ)
     rank = task.rank if task is not None else 0
     # the scorer first: its URL and token are in the env of everything started after it (this

@@ -23,7 +23,7 @@ from .resources import node_resources, ray_cpus_for
 from .scorer import ScorerPlan, models_needed, scorer_plan
 from .stop_rules import StopRules, stop_rules
 from .time_limit import TimeLimitPlan, plan_time_limit
-from .values import Adjustment, PlanError, at_least, flatten
+from .values import Adjustment, PlanError, at_least, check_ranges, flatten
 
 
 @dataclass(frozen=True)
@@ -118,6 +118,7 @@ def build_plan(cfg: dict, run_dir: str, gpu_memory_gb: Optional[float] = None, f
     """The whole run plan from the composed, resolved config (a plain dict). `gpu_memory_gb`: what
     the launcher read from the visible GPUs, used when memory.gpu_gb is null. `flash_attn`: the
     flash-attn version the train env has, or None; not given: probed (attention.installed_flash_attn)."""
+    check_ranges(cfg)
     gpus_per_node = at_least(cfg["gpus"], 1, "gpus (GPUs per node)", "gpus=4")
     nodes = at_least(cfg["nodes"], 1, "nodes", "nodes=2")
     world_size = gpus_per_node * nodes
