@@ -252,3 +252,13 @@ def test_a_snapshot_naming_code_today_lacks_is_refused_in_one_line(key, value, s
     assert line.startswith(f"error: {snap / snapshot.VERL_CONFIG}: {says}"), line
     assert line.endswith("this snapshot needs the code that wrote it (d8d19bf)")
     assert files_under(tmp_path) == before
+
+
+def test_what_a_replay_takes_from_the_run_is_names_and_paths_only():
+    """RUN_NAMES_AND_PATHS: each key is one the launcher fills per run (src/verl_config VERL_KEYS)
+    and one the run's identity excludes, so a replay never changes what is trained."""
+    from src.verl_config import VERL_KEYS
+
+    filled = {k.lstrip("+") for k, _ in VERL_KEYS}
+    for key in RUN_NAMES_AND_PATHS:
+        assert key in filled and identity.is_excluded(key), key
