@@ -83,7 +83,8 @@ $(SCORER_VENV)/.installed: $(SCORER_LOCK)
 # PYTHON_VERSION (command line only: Python images export one): the compute node's Python, when it is not
 # the one the locks are resolved for (envs/lock.sh)
 WHEEL_PYTHON := $(if $(filter command line,$(origin PYTHON_VERSION)),$(PYTHON_VERSION))
-# PLATFORM is the compute node's, so it is not guessed from this machine (a login node, often GPU-less)
+# PLATFORM is the compute node's, so it is not guessed from this machine (a login node, often GPU-less).
+# FLASH_ATTN=1 adds flash-attn's sdist, which `make setup FLASH_ATTN=1 WHEELHOUSE=DIR` compiles on the node.
 wheelhouse:
 ifneq ($(origin PLATFORM),command line)
 	$(error error: make wheelhouse needs PLATFORM=gpu or PLATFORM=cpu, the compute node's platform)
@@ -93,7 +94,8 @@ ifeq ($(WHEELHOUSE),)
 endif
 	$(PYTHON) envs/wheelhouse.py --platform $(PLATFORM) --dest $(WHEELHOUSE) \
 	  $(if $(WHEEL_PYTHON),--python-version $(WHEEL_PYTHON)) \
-	  $(if $(filter cpu,$(PLATFORM)),--find-links $(TORCH_CPU_WHEELS)) $(TRAIN_LOCK) $(SCORER_LOCK)
+	  $(if $(filter cpu,$(PLATFORM)),--find-links $(TORCH_CPU_WHEELS)) \
+	  $(if $(FLASH_ATTN),--sdists-of $(FLASH_ATTN_LOCK)) $(TRAIN_LOCK) $(SCORER_LOCK)
 
 locks:
 	envs/lock.sh

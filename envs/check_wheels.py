@@ -93,28 +93,33 @@ def compiled_sources(url: str, filename: str) -> list[str]:
     return found
 
 
+def sdists(version: str, files: list[dict]) -> list[dict]:
+    """The index's files that are sdists of `version` (not yanked)."""
+    found = []
+    for f in files:
+        if f.get("yanked") or not f["filename"].endswith((".tar.gz", ".zip")):
+            continue
+        try:
+            _, sdist_version = parse_sdist_filename(f["filename"])
+        except ValueError:  # a legacy file name packaging cannot split
+            continue
+        if sdist_version == Version(version):
+            found.append(f)
+    return found
+
+
 def needs_compiler(name: str, version: str, files: list[dict], supported: set[tags.Tag]) -> str | None:
     """Why `name==version` would be compiled on install, or None when it installs without a compiler."""
     wanted = Version(version)
-    sdists = []
     for f in files:
-        filename = f["filename"]
-        if f.get("yanked"):
-            continue
-        if filename.endswith(".whl"):
-            _, wheel_version, _, wheel_tags = parse_wheel_filename(filename)
+        if not f.get("yanked") and f["filename"].endswith(".whl"):
+            _, wheel_version, _, wheel_tags = parse_wheel_filename(f["filename"])
             if wheel_version == wanted and wheel_tags & supported:
                 return None
-        elif filename.endswith((".tar.gz", ".zip")):
-            try:
-                _, sdist_version = parse_sdist_filename(filename)
-            except ValueError:  # a legacy file name packaging cannot split
-                continue
-            if sdist_version == wanted:
-                sdists.append(f)
-    if not sdists:
+    sdists_ = sdists(version, files)
+    if not sdists_:
         return f"{name}=={version}: neither a wheel for this platform nor an sdist on the index"
-    sources = compiled_sources(sdists[0]["url"], sdists[0]["filename"])
+    sources = compiled_sources(sdists_[0]["url"], sdists_[0]["filename"])
     if sources:
         return f"{name}=={version}: no wheel for this platform, its sdist has compiled sources ({', '.join(sources)})"
     return None

@@ -200,7 +200,10 @@ def test_make_wheelhouse_downloads_the_platforms_locks_for_the_compute_nodes_pyt
     # a PYTHON_VERSION exported by a Python image (3.11.7) is not the compute node's choice
     plain = subprocess.run(["make", "-n", "wheelhouse", "PLATFORM=cpu", "WHEELHOUSE=/w"], cwd=ROOT, capture_output=True,
                            text=True, env={**os.environ, "PYTHON_VERSION": "3.11.7"}).stdout
-    assert "--python-version" not in plain and "--find-links /opt/wheels envs/lock/train-cpu.txt envs/lock/scorer-cpu.txt" in plain
+    assert "--python-version" not in plain and "--find-links /opt/wheels" in plain and "--sdists-of" not in plain
+    flash = subprocess.run(["make", "-n", "wheelhouse", "PLATFORM=gpu", "FLASH_ATTN=1", "WHEELHOUSE=/w"], cwd=ROOT,
+                           capture_output=True, text=True).stdout
+    assert "--sdists-of envs/lock/train-gpu-flash-attn.txt envs/lock/train-gpu.txt envs/lock/scorer-gpu.txt" in flash
 
 
 def test_check_locks_cli_passes_on_the_committed_locks_and_refuses_bad_usage():

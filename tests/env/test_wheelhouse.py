@@ -67,3 +67,18 @@ def test_a_wheelhouse_installs_both_envs_with_the_network_refused(tmp_path):
     assert subprocess.run([train / "bin/python", "-c", imports], capture_output=True, text=True).stdout == "&lt;\n"
     imports = "import six, antlr4; assert six.__version__ == '1.16.0'; print(antlr4.__name__)"
     assert subprocess.run([scorer / "bin/python", "-c", imports], capture_output=True, text=True).stdout == "antlr4\n"
+
+
+def test_an_opt_in_locks_own_pins_go_in_as_sdists_for_the_node_to_build(tmp_path):
+    # as flash-attn for `make wheelhouse PLATFORM=gpu FLASH_ATTN=1`: its sdist compiles on the GPU node
+    # against that node's torch; idna stands in (a small sdist), six is in the base lock and stays a wheel
+    (tmp_path / "base.txt").write_text("six==1.17.0\n")
+    (tmp_path / "opt-in.txt").write_text("six==1.17.0\nidna==3.10\n")
+    house = tmp_path / "wheelhouse"
+    result = subprocess.run(["python3.11", ROOT / "envs/wheelhouse.py", "--platform", "gpu", "--dest", house,
+                             "--sdists-of", tmp_path / "opt-in.txt", tmp_path / "base.txt"],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    files = sorted(p.name for p in house.iterdir())
+    assert files[:2] == ["idna-3.10.tar.gz", "six-1.17.0-py2.py3-none-any.whl"] and files[2].startswith("uv-")
+    assert result.stdout.rstrip().endswith("to build on the node: idna-3.10.tar.gz")
