@@ -13,6 +13,7 @@ the environment that sbatch propagates).
 from __future__ import annotations
 
 import json
+import shlex
 from typing import Any
 
 from src.plan import RunPlan
@@ -45,6 +46,15 @@ def check(launcher: dict, composed: dict, environ: dict) -> None:
         if key in launcher and key in slurm and launcher[key] != slurm[key]:
             raise RequestError(f"hydra.launcher.{key}={launcher[key]} differs from slurm.{key}={slurm[key]}; "
                                f"set slurm.{key}={launcher[key]} instead (the plan checks it against the time limit)")
+    # the setup lines go into the sbatch script as they are (submitit shell-quotes only what it adds):
+    # a value interpolated into a quoted line (export HF_HOME='${paths.hf_home}') that holds the
+    # quote itself would break the script on the compute node, after the wait in the queue
+    for line in [*(launcher.get("setup") or []), *(slurm.get("setup") or [])]:
+        try:
+            shlex.split(str(line))
+        except ValueError as exc:
+            raise RequestError(f"Slurm setup line {line!r} is not a valid shell line ({exc}); a path with a quote "
+                               f"in it? move it or fix the line (conf/hydra/launcher/slurm.yaml, slurm.setup)") from None
     text = json.dumps([launcher, composed], default=str)
     for name, value in sorted(environ.items()):
         if secret_values({name: value}) and value in text:

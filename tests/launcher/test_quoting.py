@@ -18,6 +18,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from src.config import CODE_ROOT
 from src.config.override_grammar import override, quote
 from src.node import training
+from tests.launcher.conftest import files_under
 
 
 @pytest.mark.parametrize("value", ["/tmp/a b/verl", "/data/数据/run", "/x/it's", "a\\b", "a\\", "a\\'b", "x,y",
@@ -63,3 +64,19 @@ def test_dry_run_from_an_odd_checkout_path_saves_a_command_that_runs(tmp_path):
     assert "翻译-é" in printed["trainer"]["default_local_dir"]
     # nothing ran: no verl output dir was made
     assert not (snap.parent / "verl").exists()
+
+
+def test_a_slurm_setup_line_broken_by_a_quote_in_a_path_is_refused_before_submission(capsys, isolated_paths):
+    from src import launch as launcher
+
+    out, paths = isolated_paths
+    # conf/hydra/launcher/slurm.yaml: export HF_HOME='${paths.hf_home}': the value's own quote ends it
+    code = launcher.check(["--multirun", "hydra/launcher=slurm", "paths.hf_home='/data/it\\'s/hf'", "dry_run=true"]
+                          + paths)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert err[0].startswith("error: Slurm setup line \"export HF_HOME='/data/it's/hf'\" is not a valid shell line")
+    assert files_under(out) == []
+    # spaces and non-ASCII characters inside the quotes are fine
+    from src.slurm.request import check
+    check({"setup": ["export HF_HOME='/data/my data/数据'"]}, {"slurm": {"setup": []}}, {})
