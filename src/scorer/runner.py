@@ -31,6 +31,8 @@ from .decode import FixedDecoder, install_fixed_decode, structural_ids, trim_spa
 from .schema import Item, ItemOptions, Measure, ModelInfo
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+# Tokens a cut text keeps beyond what the encoder sees (ModelRunner._cut): slack only
+CUT_MARGIN = 8
 
 
 def _to_device(obj, device: torch.device):
@@ -108,7 +110,7 @@ class ModelRunner:
     # ------------------------------------------------------------------------------------------
     # Cost and truncation, mirroring comet's prepare_sample / concat_sequences
     # ------------------------------------------------------------------------------------------
-    def _lengths(self, texts: List[str], off_loop: bool = False) -> List[int]:
+    def _encode(self, texts: List[str], off_loop: bool = False):
         tok = self._measure_tok
         if off_loop:
             if self._measure_tok_off_loop is None:
@@ -120,7 +122,21 @@ class ModelRunner:
                 tok.no_padding()
                 self._measure_tok_off_loop = tok
             tok = self._measure_tok_off_loop
-        return [len(e.ids) for e in tok.encode_batch(texts)]
+        return tok.encode_batch(texts)
+
+    def _cut(self, text: str, enc) -> Optional[int]:
+        """Where `text` may be cut without changing what the encoder sees: the first space after
+        its first seg_limit + CUT_MARGIN tokens, or None (short enough, or no space after them:
+        e.g. Chinese, tokenised whole). Before a space every word is tokenised the same with or
+        without the rest (the pre-tokenizer splits at spaces first, the normaliser maps
+        characters one by one), so the tokens comet keeps are the same. Comet tokenises the whole
+        text under the model's tokenizer lock before truncating, so a 1 MB text would otherwise
+        hold every batch of that model for about a second."""
+        k = self.seg_limit + CUT_MARGIN
+        if len(enc.ids) <= k + 2:
+            return None
+        p = text.find(" ", enc.offsets[k][1])
+        return p if p > 0 else None
 
     def measure(self, items: Sequence[Item], off_loop: bool = False) -> List[Measure]:
         """`off_loop`: called from the service's one measuring thread, not the event loop."""
@@ -132,7 +148,17 @@ class ModelRunner:
         if self.uses_src:
             texts += [it.src for it in items]
         texts += [it.ref for it, r in zip(items, with_ref) if r]
-        lengths = self._lengths(texts, off_loop)  # one call for every segment of the request
+        encs = self._encode(texts, off_loop)  # one call for every segment of the request
+        lengths = [len(e.ids) for e in encs]
+        roles = ["mt"] * n + (["src"] * n if self.uses_src else [])
+        owners = list(range(n)) + (list(range(n)) if self.uses_src else [])
+        roles += ["ref"] * sum(with_ref)
+        owners += [i for i, r in enumerate(with_ref) if r]
+        cuts: List[Dict[str, int]] = [{} for _ in range(n)]
+        for role, i, text, enc in zip(roles, owners, texts, encs):
+            at = self._cut(text, enc)
+            if at is not None:
+                cuts[i][role] = at
         mt = lengths[:n]
         src = lengths[n:2 * n] if self.uses_src else [0] * n
         ref_iter = iter(lengths[2 * n if self.uses_src else n:])
@@ -143,7 +169,7 @@ class ModelRunner:
             truncated = any(n > self.seg_limit for n in segs)
             capped = [min(n, self.seg_limit) for n in segs]
             if not self.is_unified:
-                out.append(Measure(cost=sum(capped), truncated=truncated))
+                out.append(Measure(cost=sum(capped), truncated=truncated, cuts=cuts[i]))
                 continue
             # Unified models encode concatenations: [mt, src] or [mt, ref], and with a
             # reference also [mt, ref] and [mt, src, ref]; each is cut at max_positions.
@@ -157,7 +183,7 @@ class ModelRunner:
                 n = sum(p) + 2 + self._sep * (len(p) - 1)
                 truncated |= n > self.max_positions
                 cost += min(n, self.max_positions)
-            out.append(Measure(cost=cost, truncated=truncated))
+            out.append(Measure(cost=cost, truncated=truncated, cuts=cuts[i]))
         return out
 
     # ------------------------------------------------------------------------------------------
@@ -168,12 +194,14 @@ class ModelRunner:
             return contextlib.nullcontext()
         return torch.autocast(device_type=self.device.type, dtype=self.dtype)
 
-    def _samples(self, items: Sequence[Item]) -> List[Dict[str, str]]:
+    def _samples(self, items: Sequence[Item], measures: Sequence[Measure]) -> List[Dict[str, str]]:
+        """comet's input; long texts cut where `measure` found it changes nothing (`_cut`).
+        Results still refer to the whole item (word tags cover all of `mt`)."""
         out = []
-        for it in items:
-            s = {"src": it.src, "mt": it.mt}
+        for it, ms in zip(items, measures):
+            s = {"src": it.src[:ms.cuts.get("src")], "mt": it.mt[:ms.cuts.get("mt")]}
             if self.accepts_ref and it.ref is not None:
-                s["ref"] = it.ref
+                s["ref"] = it.ref[:ms.cuts.get("ref")]
             out.append(s)
         return out
 
@@ -183,7 +211,7 @@ class ModelRunner:
         on whether a reference is used (the batcher keeps them apart): comet builds one input
         layout per batch."""
         with self._prepare_lock:  # the tokenizer's settings are not thread-safe
-            cpu_batch = self.model.prepare_for_inference(self._samples(items))
+            cpu_batch = self.model.prepare_for_inference(self._samples(items, measures))
         return PreparedBatch(items, options, measures, cpu_batch)
 
     def run(self, items: Sequence[Item], options: Sequence[ItemOptions],

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional
 
 
@@ -32,6 +32,9 @@ class ItemOptions:
 class Measure:
     cost: int  # padded-token cost estimate for the batch budget (sum over encoder passes)
     truncated: bool  # some input does not fit the encoder and will be cut
+    # "mt"/"src"/"ref" -> where that text may be cut before comet tokenises it: a space past the
+    # tokens the encoder can see (runner.measure), so comet's truncated input is unchanged
+    cuts: Dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
