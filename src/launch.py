@@ -107,8 +107,8 @@ def _say_if_dry_again(snapshot_dir: Path, extra: list[str]) -> None:
         import yaml
 
         composed = yaml.safe_load((snapshot_dir / "composed.yaml").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return  # not a snapshot: from_snapshot refuses it with its own line
+    except (OSError, ValueError, yaml.YAMLError):
+        return  # not a snapshot, or a damaged one: from_snapshot refuses it with its own line
     if isinstance(composed, dict) and composed.get("dry_run") is True:
         print(f"note: {snapshot_dir} is a dry run's snapshot, so this is a dry run again; add dry_run=false "
               f"to start the run", file=sys.stderr)
