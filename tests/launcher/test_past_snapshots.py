@@ -262,3 +262,23 @@ def test_what_a_replay_takes_from_the_run_is_names_and_paths_only():
     filled = {k.lstrip("+") for k, _ in VERL_KEYS}
     for key in RUN_NAMES_AND_PATHS:
         assert key in filled and identity.is_excluded(key), key
+
+
+def test_an_override_today_refuses_is_left_out_of_the_defaults_and_said(tmp_path):
+    """A recorded override naming a group option removed since (here a model file that no longer
+    exists): today's defaults are composed without it, the rest of the snapshot's choices still
+    pick them, and the notice says which override was left out."""
+    from src.pipeline.from_snapshot import notice
+    from src.pipeline.replay import prepare
+    from src.record import upgrade
+
+    snap = relocated(FIXTURES / "snapshots" / "67b6993" / "comet_dapo_g4", tmp_path)
+    overrides = yaml.safe_load((snap / snapshot.OVERRIDES).read_text()) + ["model=qwen2.5_1b"]
+    (snap / snapshot.OVERRIDES).write_text(yaml.safe_dump(overrides))
+    old = upgrade.load(snap)
+    assert old.overrides_dropped == ["model=qwen2.5_1b"]
+    assert dict(old.filled)["scorer.lost_groups_allowed"] == 0
+    assert old.composed["model"]["name"] == "qwen2.5_3b"      # the recorded value, not a default
+    lines = notice(old, prepare(old.verl))
+    assert ("snapshot: today's conf/ refuses these recorded overrides, so defaults are filled without them: "
+            "model=qwen2.5_1b") in lines
