@@ -38,6 +38,10 @@ def write(dest: Path, environ: dict | None = None) -> Path:
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".code-", dir=dest.parent))
     try:
+        # mkdtemp makes the dir 0700: a teammate reads the job's code as the user's umask says
+        umask = os.umask(0o022)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)
         for name in COPIED:
             source = CODE_ROOT / name
             if source.is_dir():

@@ -214,6 +214,10 @@ def record(checkpoint_dir: Path, ident: dict, rid: str, reproduces: Optional[str
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(body, f, indent=1, sort_keys=True, default=str)
+        # mkstemp makes the file 0600: readable as the user's umask says, like every file of the run
+        umask = os.umask(0o022)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -103,6 +103,10 @@ def write(run_dir: Path, *, composed: dict, overrides: list[str], plan: dict, ve
         files["packages-scorer.txt"] = installed_packages(scorer_python)
     tmp = Path(tempfile.mkdtemp(prefix=".snapshot-", dir=run_dir))
     try:
+        # mkdtemp makes the dir 0700: a teammate reads the snapshot as the user's umask says
+        umask = os.umask(0o022)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)
         for name, text in files.items():
             (tmp / name).write_text(scrub(text, environ), encoding="utf-8")
         os.rename(tmp, target)

@@ -239,3 +239,24 @@ def test_data_results_and_models_in_the_checkout_do_not_make_it_dirty():
                                       "models/Qwen2.5-3B-Instruct/config.json"], ignored.stderr
     # and only those top-level dirs: the code's own src/data/ stays tracked
     assert subprocess.run(["git", "check-ignore", "-q", "src/data/rows.py"], cwd=CODE_ROOT).returncode == 1
+
+
+def test_run_records_are_readable_as_the_umask_says(tmp_path):
+    # mkdtemp/mkstemp make 0700 dirs and 0600 files whatever the umask: a teammate on a shared
+    # output or checkpoint dir could not read the snapshot, a Slurm job's code copy, or run_identity.json
+    import stat
+
+    from src.record import code_snapshot, identity, snapshot
+
+    old = os.umask(0o022)
+    try:
+        snap = snapshot.write(tmp_path / "run", composed={"a": 1}, overrides=[], plan={}, verl_yaml="a: 1\n",
+                              command=["python", "-c", "pass"], scorer_python=None, environ={})
+        code = code_snapshot.write(tmp_path / "code")
+        identity.record(tmp_path / "ckpt", {"a": 1}, "feedbeef", None)
+    finally:
+        os.umask(old)
+    mode = lambda p: stat.S_IMODE(p.stat().st_mode)  # noqa: E731
+    assert mode(snap) == 0o755 and {mode(p) for p in snap.iterdir()} == {0o644}
+    assert mode(code) == 0o755
+    assert mode(tmp_path / "ckpt" / identity.IDENTITY_FILE) == 0o644
