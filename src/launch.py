@@ -79,8 +79,8 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return pipeline.USAGE_EXIT
         snap, extra = Path(argv[i + 1]), argv[:i] + argv[i + 2:]
-        _say_if_dry_again(snap, extra)
-        return pipeline.from_snapshot(snap, extra)
+        code = _snapshot_checks(snap, extra)
+        return code if code is not None else pipeline.from_snapshot(snap, extra)
     if any(a in ("--help", "-h") for a in argv):
         print(usage())
     code = check(argv)
@@ -98,20 +98,30 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _say_if_dry_again(snapshot_dir: Path, extra: list[str]) -> None:
-    """A dry run's snapshot records dry_run: true, so re-running it dry-runs again unless the
-    command line says otherwise: say so, with how, before it happens."""
-    if any(a.startswith("dry_run=") for a in extra):
-        return
+def _snapshot_checks(snapshot_dir: Path, extra: list[str]) -> int | None:
+    """Before a --from-snapshot run: its new run dir can be written (else one line, exit 2), and a
+    dry run's snapshot (it records dry_run: true, so it dry-runs again unless the command line says
+    otherwise) says so, with how, before it happens."""
+    from src.pipeline.precheck import not_writable
+
     try:
         import yaml
 
         composed = yaml.safe_load((snapshot_dir / "composed.yaml").read_text(encoding="utf-8"))
-    except (OSError, ValueError, yaml.YAMLError):
-        return  # not a snapshot, or a damaged one: from_snapshot refuses it with its own line
-    if isinstance(composed, dict) and composed.get("dry_run") is True:
+    except (OSError, ValueError):
+        return None  # not a snapshot: from_snapshot refuses it with its own line
+    if not isinstance(composed, dict):
+        return None
+    output_dir = (composed.get("paths") or {}).get("output_dir")
+    refusal = not_writable(Path(str(output_dir)) / "runs", "the run dir's parent", "paths.output_dir") if output_dir else None
+    if refusal:
+        print(f"error: {refusal.split('; ')[0]}; a re-run writes its run dir under the snapshot's paths.output_dir: "
+              f"make that writable", file=sys.stderr)
+        return pipeline.USAGE_EXIT
+    if composed.get("dry_run") is True and not any(a.startswith("dry_run=") for a in extra):
         print(f"note: {snapshot_dir} is a dry run's snapshot, so this is a dry run again; add dry_run=false "
               f"to start the run", file=sys.stderr)
+    return None
 
 
 if __name__ == "__main__":

@@ -229,6 +229,24 @@ def test_from_snapshot_of_a_dry_run_says_it_dry_runs_again(isolated_paths):
             in again.stderr)
     assert "dry run: nothing started" in again.stdout
 
+    # a snapshot whose output dir cannot be written any more: one line, nothing written (it used to be
+    # a traceback from the new run dir's mkdir)
+    import yaml
+
+    moved = out.parent / "moved" / "snapshot"
+    shutil.copytree(snap, moved)
+    blocker = out.parent / "a-file"
+    blocker.write_text("")
+    composed = yaml.safe_load((moved / "composed.yaml").read_text(encoding="utf-8"))
+    composed["paths"]["output_dir"] = f"{blocker}/outputs"
+    (moved / "composed.yaml").write_text(yaml.safe_dump(composed), encoding="utf-8")
+    before = files_under(out.parent)
+    blocked = launch(["--from-snapshot", str(moved)])
+    assert blocked.returncode == 2, blocked.stderr
+    errors = [l for l in blocked.stderr.splitlines() if l.startswith("error:")]
+    assert len(errors) == 1 and f"cannot be made: {blocker} is not a directory" in errors[0], blocked.stderr
+    assert "Traceback" not in blocked.stderr and files_under(out.parent) == before
+
 
 def test_data_results_and_models_in_the_checkout_do_not_make_it_dirty():
     # conf/paths puts data/, results/ and models/ under the checkout by default: files there are not
