@@ -6,7 +6,8 @@ of the wrong type (`gpus=four`, `scorer.batch_tokens=1.5`), an unknown key in a 
 (`scorer.batch_token: 1`), or a value outside an enum (`scorer.placement=gpu`) is refused by
 Hydra at composition, with the key, before anything is planned. What a type cannot say (a count
 must be >= 1, a delay shorter than the time limit) is checked by the plan (src/plan/), which
-names the key too.
+names the key too: every number a user sets has its interval there (src/plan/values.py RANGES,
+and VERL_RANGES for the common verl numbers set through `+verl.`).
 
 Values live in conf/ (`MISSING` here means "the yaml sets it"); the few defaults below are for
 keys a file may leave out. The `reward` group is typed by src/rewards/settings.py instead, which
