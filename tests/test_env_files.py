@@ -4,6 +4,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from importlib import metadata
 from pathlib import Path
 
@@ -137,18 +138,17 @@ def test_a_hand_edited_opt_in_lock_is_reported(tmp_path, monkeypatch):
         "envs/lock/train-gpu-flash-attn.txt: flash-attn==2.8.3 but the lock has flash-attn==2.8.2"]
 
 
-def make_n(*args, gpus=None):
+def make_n(*args, gpus=None, env=None):
     """`make -n setup ...` in the repo: the commands setup would run, nothing run. gpus: what a fake
     nvidia-smi first on PATH lists (None: one that fails, as on a machine without a driver)."""
-    bin_dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"fake-nvidia-smi-{os.getpid()}-{gpus is None}"
-    bin_dir.mkdir(exist_ok=True)
-    fake = bin_dir / "nvidia-smi"
-    fake.write_text("#!/bin/sh\n" + (f"echo '{gpus}'\n" if gpus else "echo 'NVIDIA-SMI has failed' >&2; exit 9\n"))
-    fake.chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    env.pop("PLATFORM", None)
-    return subprocess.run(["make", "-n", "setup", "VENV=/nonexistent/a", "SCORER_VENV=/nonexistent/b", *args],
-                          cwd=ROOT, capture_output=True, text=True, env=env)
+    with tempfile.TemporaryDirectory() as bin_dir:
+        fake = Path(bin_dir) / "nvidia-smi"
+        fake.write_text("#!/bin/sh\n" + (f"echo '{gpus}'\n" if gpus else "echo 'NVIDIA-SMI has failed' >&2; exit 9\n"))
+        fake.chmod(0o755)
+        environ = {k: v for k, v in os.environ.items() if k != "PLATFORM"}
+        environ.update(env or {}, PATH=f"{bin_dir}:{os.environ['PATH']}")
+        return subprocess.run(["make", "-n", "setup", "VENV=/nonexistent/a", "SCORER_VENV=/nonexistent/b", *args],
+                              cwd=ROOT, capture_output=True, text=True, env=environ)
 
 
 def installs(out: str) -> list[str]:
@@ -162,6 +162,7 @@ def test_make_setup_installs_the_locks_of_the_node_it_runs_on():
     assert installs(make_n(gpus=None).stdout) == ["envs/lock/train-cpu.txt", "envs/lock/scorer-cpu.txt"]
     # PLATFORM= forces one; an environment variable of that name does not
     assert installs(make_n("PLATFORM=cpu", gpus=gpu).stdout) == ["envs/lock/train-cpu.txt", "envs/lock/scorer-cpu.txt"]
+    assert installs(make_n(gpus=gpu, env={"PLATFORM": "cpu"}).stdout) == ["envs/lock/train-gpu.txt", "envs/lock/scorer-gpu.txt"]
     assert installs(make_n("PLATFORM=gpu").stdout) == ["envs/lock/train-gpu.txt", "envs/lock/scorer-gpu.txt"]
 
 
