@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PYTHON_VERSION=3.11                 # the conda env files and `make setup` use the same Python
-PLATFORM=x86_64-manylinux_2_28      # CPU machines (the CPU locks' wheels need glibc >= 2.28)
+PLATFORM=x86_64-manylinux_2_28      # CPU machines: x86_64 Linux, glibc >= 2.28
 # GPU nodes: vllm 0.24.0 needs llguidance 1.7.x, whose x86_64 wheels are manylinux_2_31 (glibc >= 2.31); on an
 # older glibc uv would compile it from Rust. envs/check_wheels.py and `make wheelhouse` read this line.
 GPU_PLATFORM=x86_64-manylinux_2_31
