@@ -4,7 +4,9 @@ ALLOWED is the import graph docs/layout.md draws: a package imports only the
 packages listed for it (lazy imports inside functions count), the graph has no cycle, and each
 package's two-line docstring names exactly what it may import. Plus the rules that keep the seams
 clean: no private name of another package, Hydra's private API in one adapter module, and the
-scorer (its own environment) importing nothing of src but itself.
+scorer (its own environment) importing nothing of src but itself. The train-env packages that share
+facts with the service (rewards, evaluate, report: severity names, model kind -> metric, /score items)
+may import src.scorer for its stdlib-only vocabulary.py, one copy of them (tests/test_one_copy.py).
 """
 import ast
 import graphlib
@@ -23,16 +25,19 @@ ALLOWED = {
     "scorer": set(),
     # builders users run (experiment=smoke_tiny) and tests share; in both environments, so nothing of src
     "tiny_models": set(),
-    "rewards": {"data"},
-    "report": {"data"},
-    "plan": {"rewards"},
+    # rewards, report and evaluate import src.scorer.vocabulary (stdlib only): the severity names,
+    # model kind -> metric and /score item building the service and its clients share, one copy
+    "rewards": {"data", "scorer"},
+    "report": {"data", "scorer"},
+    # config.dotted.flatten: the one flatten, shared with the run identity (record)
+    "plan": {"config", "rewards"},
     "trainer": {"rewards"},
     "verl_config": {"config", "plan", "rewards"},
     "record": {"config"},
     "slurm": {"config", "plan", "record"},
     "node": {"config", "plan", "record", "scorer", "slurm", "trainer"},
     "pipeline": {"config", "data", "node", "plan", "record", "report", "slurm", "verl_config"},
-    "evaluate": {"config", "data", "node", "plan", "rewards"},
+    "evaluate": {"config", "data", "node", "plan", "rewards", "scorer"},
     "launch": {"config", "pipeline"},
 }
 HYDRA_ADAPTER = SRC / "config" / "hydra_internal.py"

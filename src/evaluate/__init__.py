@@ -1,3 +1,3 @@
 """Evaluate: a trained policy on a prepared test set (`python -m src.evaluate ...`): generate, extract, BLEU/chrF and QE.
-May import: src.config, src.data, src.node (the scorer process), src.plan (ScorerPlan), src.rewards (parsing, BLEU, QE client).
+May import: src.config, src.data, src.node (the scorer process), src.plan (ScorerPlan), src.rewards (parsing, BLEU, QE client), src.scorer (config kinds, vocabulary).
 """

@@ -12,11 +12,16 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
-QE_METRICS = ("comet", "kiwi", "xcomet")
+from src.scorer.vocabulary import METRICS as QE_METRICS
 TEXT_METRICS = ("bleu", "chrf")
 ALL_METRICS = TEXT_METRICS + QE_METRICS
 GENERATORS = ("vllm", "file")
 EXTRACT_MODES = ("lenient", "strict")
+
+
+def model_option(metric: str) -> str:
+    """The option naming the service model of a QE metric: comet_model, kiwi_model, xcomet_model."""
+    return f"{metric}_model"
 
 
 class UsageError(ValueError):
@@ -153,6 +158,7 @@ def _check(o: EvalOptions) -> None:
         raise UsageError(f"request_timeout_s must be positive, got {o.request_timeout_s}")
     if o.scorer_device not in ("auto", "cuda", "cpu") and not re.fullmatch(r"cuda:\d+", o.scorer_device):
         raise UsageError(f"scorer_device={o.scorer_device!r}; use auto, cuda, cuda:N or cpu")
-    for metric, key in (("comet", "comet_model"), ("kiwi", "kiwi_model"), ("xcomet", "xcomet_model")):
+    for metric in QE_METRICS:
+        key = model_option(metric)
         if metric in o.metrics and not getattr(o, key):
             raise UsageError(f"{key} is empty but metrics include {metric}; drop it from metrics= or name the model")

@@ -15,14 +15,13 @@ from dataclasses import dataclass
 
 from src.rewards.client import ScorerClient
 from src.rewards.settings import ClientSettings
+from src.scorer.config import KINDS
+from src.scorer.vocabulary import METRICS, SPAN_METRIC, request_item, severity_counts
 
-from .options import EvalOptions, UsageError
+from .options import EvalOptions, UsageError, model_option
 
-SEVERITIES = ("minor", "major", "critical")
-# metric -> (the option naming its service model, the model kinds that can serve it)
-MODEL_KEYS = {"comet": ("comet_model", ("comet-da",)),
-              "kiwi": ("kiwi_model", ("cometkiwi", "referenceless")),
-              "xcomet": ("xcomet_model", ("xcomet", "unified"))}
+# metric -> the model kinds that can serve it (what each kind gives is the scorer's KINDS)
+METRIC_KINDS = {m: tuple(k for k, info in KINDS.items() if info.metric == m) for m in METRICS}
 
 
 @dataclass(frozen=True)
@@ -35,7 +34,7 @@ class QEInput:
 
 def model_names(opts: EvalOptions) -> dict[str, str]:
     """metric -> service model name, for the QE metrics asked for."""
-    return {m: getattr(opts, MODEL_KEYS[m][0]) for m in opts.qe_metrics}
+    return {m: getattr(opts, model_option(m)) for m in opts.qe_metrics}
 
 
 def check_service(url: str, token: str, models: dict[str, str], timeout_s: float = 30.0) -> dict:
@@ -55,11 +54,11 @@ def check_service(url: str, token: str, models: dict[str, str], timeout_s: float
     for metric, name in models.items():
         if name not in available:
             raise UsageError(f"QE scorer at {url} has no model {name!r} for {metric} (it has: "
-                             f"{', '.join(available) or 'none'}); set {MODEL_KEYS[metric][0]}= or metrics=")
+                             f"{', '.join(available) or 'none'}); set {model_option(metric)}= or metrics=")
         kind = available[name].get("kind")
-        if kind not in MODEL_KEYS[metric][1]:
+        if kind not in METRIC_KINDS[metric]:
             raise UsageError(f"QE scorer model {name!r} is a {kind} model; {metric} needs "
-                             f"{' or '.join(MODEL_KEYS[metric][1])}")
+                             f"{' or '.join(METRIC_KINDS[metric])}")
     return health
 
 
@@ -69,18 +68,9 @@ def _finite(value):
 
 
 def _request_items(metric: str, inputs: list[QEInput], xcomet_reference: bool) -> tuple[list[dict], list[str]]:
-    if metric == "comet":
-        return [{"src": x.src, "mt": x.mt, "ref": x.ref} for x in inputs], ["score"]
-    if metric == "kiwi":
-        return [{"src": x.src, "mt": x.mt} for x in inputs], ["score"]
-    items = []
-    for x in inputs:
-        # lang: the MT's language, so the service cuts spans at real word boundaries (jieba for zh)
-        item = {"src": x.src, "mt": x.mt, "lang": x.tgt_lang}
-        if xcomet_reference and x.ref.strip():
-            item["ref"] = x.ref
-        items.append(item)
-    return items, ["score", "spans"]
+    items = [request_item(metric, x.src, x.mt, ref=x.ref, lang=x.tgt_lang, span_reference=xcomet_reference)
+             for x in inputs]
+    return items, (["score", "spans"] if metric == SPAN_METRIC else ["score"])
 
 
 async def _score_metric(client: ScorerClient, model: str, items: list[dict], want: list[str],
@@ -113,12 +103,11 @@ async def _score_all(url: str, token: str, inputs: list[QEInput], opts: EvalOpti
         for seg, answer in zip(out, answers):
             seg[metric] = _finite(answer.get("score"))
             seg[f"{metric}_truncated"] = bool(answer.get("truncated"))
-            if metric == "xcomet":
+            if metric == SPAN_METRIC:
                 seg["xcomet_mqm"] = _finite(answer.get("mqm"))
                 spans = [sp for sp in answer.get("spans") or [] if isinstance(sp, dict)]
                 seg["spans"] = spans
-                for sev in SEVERITIES:
-                    seg[f"n_{sev}"] = sum(1 for sp in spans if sp.get("severity") == sev)
+                seg.update(severity_counts(spans))
     return out
 
 

@@ -11,6 +11,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from src.config.dotted import flatten  # noqa: F401  (src.plan.flatten, batch.py, run_plan.py)
+
 
 class PlanError(ValueError):
     """Bad input: the message is one line saying what is wrong and how to fix it."""
@@ -38,18 +40,6 @@ def positive(value, key: str, example: str):
     if value <= 0:
         raise PlanError(f"{key} must be a positive number, got {value!r} (e.g. {example})")
     return value
-
-
-def flatten(tree: dict, prefix: str = "") -> dict:
-    """{'a': {'b': 1}} -> {'a.b': 1}; empty dicts are kept as values."""
-    out = {}
-    for key, value in (tree or {}).items():
-        dotted = f"{prefix}{key}"
-        if isinstance(value, dict) and value:
-            out.update(flatten(value, dotted + "."))
-        else:
-            out[dotted] = value
-    return out
 
 
 @dataclass(frozen=True)

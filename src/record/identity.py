@@ -15,7 +15,9 @@ import os
 import re
 import tempfile
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
+
+from src.config.dotted import flatten
 
 # (pattern, why it does not change what is trained). A pattern is a dotted key, a subtree
 # ("a.b." ends in a dot), or "*.segment." (a subtree of that name anywhere). First match wins.
@@ -80,17 +82,11 @@ def classify(key: str) -> Optional[str]:
     return None
 
 
+_flatten = flatten  # the name the launcher tests (tests/launcher/test_past_snapshots.py) read it by
+
+
 def is_excluded(key: str) -> bool:
     return classify(key.lstrip("+")) == "excluded"
-
-
-def _flatten(tree: Any, prefix: str = "") -> dict:
-    if isinstance(tree, dict) and tree:
-        out = {}
-        for k, v in tree.items():
-            out.update(_flatten(v, f"{prefix}{k}."))
-        return out
-    return {prefix[:-1]: tree}
 
 
 # Modules of this repo that verl's config names, by the path run ids were first computed with. A
@@ -126,7 +122,7 @@ def identity(verl_config: dict, scorer_models: dict) -> dict:
     for key in ADDED_LATER:
         verl_config = _without(verl_config, key)
     flat = {k: STABLE_CODE_NAMES.get(v, v) if isinstance(v, str) else v
-            for k, v in _flatten(verl_config).items() if classify(k) != "excluded"}
+            for k, v in flatten(verl_config).items() if classify(k) != "excluded"}
     for name, spec in sorted(scorer_models.items()):
         for field, value in sorted(spec.items()):
             flat[f"qe_scorer.{name}.{field}"] = value

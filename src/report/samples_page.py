@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from html import escape
 
 from src.data.templates import parse_prompt, translation_of
+from src.scorer.vocabulary import SEVERITIES
 
-SEVERITIES = ("minor", "major", "critical")
+LIGHTEST = SEVERITIES[0]  # what a span with no (or an unknown) severity is shown as
 # Keys of a dump line that are not reward components.
 _NOT_COMPONENTS = {"step", "score", "reward", "acc", "uid", "index"}
 
@@ -83,9 +84,9 @@ def place_spans(mt: str, spans: list[dict]) -> tuple[list[Span], list[dict]]:
             start = placed[-1].end
             if start >= end:
                 continue
-        sev = str(raw.get("severity", "minor")).lower()
+        sev = str(raw.get("severity", LIGHTEST)).lower()
         conf = raw.get("confidence")
-        placed.append(Span(start, end, sev if sev in SEVERITIES else "minor",
+        placed.append(Span(start, end, sev if sev in SEVERITIES else LIGHTEST,
                            float(conf) if isinstance(conf, (int, float)) else None))
     return placed, unplaced
 
@@ -103,7 +104,7 @@ def highlight(mt: str, spans: list[dict]) -> str:
     html = "".join(out)
     if unplaced:
         items = ", ".join(
-            f'<span class="sev-{escape(str(u.get("severity", "minor")).lower())}">'
+            f'<span class="sev-{escape(str(u.get("severity", LIGHTEST)).lower())}">'
             f'{escape(str(u.get("text", "")))}</span>'
             for u in unplaced
         )
@@ -200,13 +201,15 @@ table.samples th { background: #f4f4f4; cursor: pointer; position: sticky; top: 
 table.samples th.sorted-asc::after { content: " \\25B2"; } table.samples th.sorted-desc::after { content: " \\25BC"; }
 td.text { white-space: pre-wrap; max-width: 28em; } td.num { text-align: right; }
 td.comps { font-size: 11px; color: #444; white-space: nowrap; }
-mark.sev-minor { background: #fff3a3; } mark.sev-major { background: #ffc48a; }
-mark.sev-critical { background: #ff8a8a; }
 .unplaced { font-size: 11px; color: #a00; } .missing { color: #a00; font-style: italic; }
 details pre { white-space: pre-wrap; font-size: 11px; background: #fafafa; }
 .legend mark { padding: 0 4px; }
 .credit { font-size: 12px; margin-top: 4px; } .credit .tok { border: 1px solid #eee; margin-right: 1px; }
 """
+# one mark colour per severity, lightest first (SEVERITIES' order): yellow, orange, red
+_SEVERITY_COLOURS = ("#fff3a3", "#ffc48a", "#ff8a8a")
+_STYLE += "".join(f"mark.sev-{sev} {{ background: {colour}; }}\n"
+                  for sev, colour in zip(SEVERITIES, _SEVERITY_COLOURS, strict=True))
 
 # Click a header to sort its table by that column (numbers numerically); click again to reverse.
 _SCRIPT = """
@@ -239,9 +242,9 @@ def render_samples_page(val_samples: dict[int, list[dict]], title: str, max_per_
         '<html lang="en"><head><meta charset="utf-8">',
         f"<title>{escape(title)}</title><style>{_STYLE}</style></head><body>",
         f"<h1>{escape(title)}</h1>",
-        '<p class="legend">xCOMET error spans: <mark class="sev-minor">minor</mark> '
-        '<mark class="sev-major">major</mark> <mark class="sev-critical">critical</mark> '
-        "(hover a span for its confidence). Click a column header to sort.</p>",
+        '<p class="legend">xCOMET error spans: '
+        + " ".join(f'<mark class="sev-{sev}">{sev}</mark>' for sev in SEVERITIES)
+        + " (hover a span for its confidence). Click a column header to sort.</p>",
     ]
     if not val_samples:
         parts.append("<p>No validation generations in this run (trainer.validation_data_dir was not set).</p>")

@@ -14,11 +14,14 @@ from dataclasses import dataclass, field
 from src.rewards import components
 from src.rewards.client import get_client
 from src.rewards.settings import RewardSettings
+from src.scorer.vocabulary import QE_METRIC, REFERENCE_METRIC, SEVERITIES, SPAN_METRIC, request_item, \
+    severity_counts
 
-SEVERITIES = ("minor", "major", "critical")
 # sentence model roles, in the order they are asked; COMET-DA (role comet) needs the reference
-SENTENCE_ROLES = ("comet", "kiwi")
-ROLES_NEEDING_REFERENCE = ("comet",)
+SENTENCE_ROLES = (REFERENCE_METRIC, QE_METRIC)
+ROLES_NEEDING_REFERENCE = (REFERENCE_METRIC,)
+# SEVERITIES: compute.py reads it from here
+__all__ = ["SEVERITIES", "QEResult", "assess", "plan_requests", "spans_json"]
 
 
 @dataclass
@@ -64,16 +67,11 @@ async def assess(translation: str, source: str, reference: str, tgt_lang: str, s
     client = get_client(s.client)
     calls = []
     for role in sentence:
-        item = {"src": source, "mt": translation}
-        if role in ROLES_NEEDING_REFERENCE:
-            item["ref"] = reference
+        item = request_item(role, source, translation, ref=reference)
         calls.append(client.score(s.models[role], [item], ["score"]))
     if want is not None:
-        item = {"src": source, "mt": translation}
-        if tgt_lang:  # word segmentation of the MT (jieba for zh, MeCab for ja); else guessed from the script
-            item["lang"] = tgt_lang
-        if s.span.reference and has_ref:
-            item["ref"] = reference
+        item = request_item(SPAN_METRIC, source, translation, ref=reference, lang=tgt_lang,
+                            span_reference=s.span.reference)
         options = {}
         if "word_tags" in want:
             options = {"word_tag_source": s.span.word_tag_source}
@@ -89,8 +87,7 @@ async def assess(translation: str, source: str, reference: str, tgt_lang: str, s
         span_result = answers[-1][0]
         out.answers["span"], out.asked["span"] = span_result, tuple(want)
         out.spans = [sp for sp in span_result.get("spans") or [] if isinstance(sp, dict)]
-        for sev in SEVERITIES:
-            out.counts[f"n_{sev}"] = float(sum(1 for sp in out.spans if sp.get("severity") == sev))
+        out.counts = {k: float(n) for k, n in severity_counts(out.spans).items()}
         if "word_tags" in want:
             out.words = [w for w in span_result.get("word_tags") or [] if isinstance(w, dict)]
     return out

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from src.rewards import components, plugins
+from src.scorer.vocabulary import metric_of
 
 # The answer components are registered classes (src/rewards/components.py): built-in ones and the
 # user's, loaded from reward.plugins (src/rewards/plugins.py) before any weight is read.
@@ -246,7 +247,7 @@ def sentence_model_components(reward_cfg: Mapping[str, Any], scorer_models: Mapp
         if name not in scorer_models:
             raise RewardConfigError(f"reward {reward_cfg.get('name')} names scorer model {name!r}, which "
                                     f"conf/scorer does not define (known: {', '.join(sorted(scorer_models))})")
-        comp = "comet" if scorer_models[name].get("needs_ref") else "kiwi"
+        comp = metric_of(bool(scorer_models[name].get("needs_ref")))
         if out[comp] is not None:
             raise RewardConfigError(f"reward {reward_cfg.get('name')}: two {comp} models ({out[comp]}, {name}); "
                                     f"keep one in reward.sentence_models/validation_models")

@@ -14,6 +14,8 @@ from typing import Any, Dict, Mapping, Optional
 
 import yaml
 
+from .vocabulary import metric_of
+
 HOST_DEFAULT = "127.0.0.1"
 DEVICES_RE = re.compile(r"^(cpu|cuda|cuda:\d+)$")
 DTYPES = ("fp32", "bf16", "fp16")
@@ -26,6 +28,11 @@ class KindInfo:
     class_identifier: str  # comet's hparams.yaml `class_identifier`
     ref: str  # "required" | "optional" | "ignored"
     word_level: bool  # has a tag head: spans, mqm and word tags are available
+
+    @property
+    def metric(self) -> str:
+        """comet | kiwi | xcomet (vocabulary.METRICS): what the reward and the evaluation read it as."""
+        return metric_of(self.ref == "required", self.word_level)
 
 
 # What each kind of checkpoint can do, known without loading it (the train env plans with it).

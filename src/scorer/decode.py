@@ -22,7 +22,9 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import torch
 
-MQM_WEIGHTS = {"minor": 1, "major": 5, "critical": 10}
+from .vocabulary import SEVERITIES
+
+MQM_WEIGHTS = dict(zip(SEVERITIES, (1, 5, 10)))  # XCOMET's MQM weight per severity (mqm_from_spans)
 MQM_CAP = 25
 
 Offset = Tuple[int, int]

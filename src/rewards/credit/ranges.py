@@ -25,10 +25,13 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from src.scorer.vocabulary import SEVERITIES as SPAN_SEVERITIES
+
 SEQUENCE = "sequence"
 TOKEN = "token"
 CREDITS = (SEQUENCE, TOKEN)
-SEVERITIES = ("minor", "major", "critical", "bad")
+# the weighted severities: an error span's, and `bad` for a BAD word (word tags carry no severity)
+SEVERITIES = SPAN_SEVERITIES + ("bad",)
 SOURCES = ("spans", "words")  # error spans with severity, or BAD words (word_tag_source=probs)
 # the key compute_score adds to its dict with credit=token (a JSON string: verl averages every
 # non-string value it logs)
