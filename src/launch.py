@@ -108,8 +108,8 @@ def _snapshot_checks(snapshot_dir: Path, extra: list[str]) -> int | None:
         import yaml
 
         composed = yaml.safe_load((snapshot_dir / "composed.yaml").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None  # not a snapshot: from_snapshot refuses it with its own line
+    except (OSError, ValueError, yaml.YAMLError):
+        return None  # not a snapshot, or a damaged one: from_snapshot refuses it with its own line
     if not isinstance(composed, dict):
         return None
     output_dir = (composed.get("paths") or {}).get("output_dir")
