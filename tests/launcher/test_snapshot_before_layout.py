@@ -74,10 +74,16 @@ def test_old_run_resumes_in_its_own_dir_and_its_identity_file_is_checked(tmp_pat
     assert refused.returncode == 2 and "actor_rollout_ref.actor.optim.lr" in refused.stderr, refused.stderr
 
 
-def test_the_same_command_after_the_move_has_the_same_id(tmp_path):
+def test_the_same_command_after_the_move_trains_what_it_trained(tmp_path):
+    """The move changed no value of the training config: every key of the old run's identity has
+    its value today (the moved module by its first path, which is what keeps the id). Keys added
+    since (a new reward setting) are a new training config and a new id, by design; without any,
+    the id is the old one, so a relaunch finds its checkpoint dir."""
     cfg = compose_config(OVERRIDES + [f"paths.root_dir={OLD_ROOT}", f"paths.results_root={tmp_path}/results"])
     plan = build_plan(cfg, run_dir=str(tmp_path / "run"))
     plan, _, ident = identify(plan, cfg, OVERRIDES, verl_config.build(plan, cfg), None)
-    assert plan.run_id == OLD_ID
-    # the moved module is named by its first path in the identity, which is what keeps the id
+    recorded = json.loads((FIXTURE / "checkpoint" / "run_identity.json").read_text(encoding="utf-8"))["identity"]
     assert ident["trainer.v1.sampler.custom_sampler.path"] == "pkg://src.training_guard"
+    assert {k: ident.get(k, "<absent>") for k in recorded} == recorded
+    if set(ident) == set(recorded):
+        assert plan.run_id == OLD_ID
