@@ -5,8 +5,9 @@ Wired by the launcher (src/verl_config/ppo_trainer.py) as
     reward.custom_reward_function.reward_kwargs = src.rewards.settings.reward_kwargs(...)
 verl merges the reward_kwargs into the call's keyword arguments.
 
-Per response:  parse (template's format) -> cheap degenerate checks -> BLEU + QE service ->
-weights and clipping. Format failures and (in training) degenerate answers never reach the service.
+Per response:  parse (template's format) -> cheap degenerate checks and guards -> BLEU + QE service
+-> weights and clipping. Format failures and (in training) degenerate or guarded answers never
+reach the service.
 
 Validation: verl 0.9.1 has no separate validation reward function, so a row is a validation row
 when its `extra_info["split"]` (written by src.data.prepare) is one of `validation.splits`
@@ -21,6 +22,7 @@ reward.credit=token also `credit_ranges` (JSON, src/rewards/credit/ranges.py).
 The package, module by module:
     parsing.py         strict <think>/<translate> format per prompt template
     degenerate.py      empty, source copy, wrong script, absurd length (no scorer call)
+    guards.py          wrong language, repetition, code-mixing, length coverage (no scorer call)
     components.py      the answer components (bleu, comet, kiwi, xcomet, mqm, ok_ratio), a registry
     plugins.py         reward.plugins: the user's components, loaded in every reward process
     bleu.py            sacrebleu sentence BLEU tokenised per target language
@@ -44,6 +46,7 @@ from src.rewards.combine import answer_score
 from src.rewards.components import ComponentInput, get_component
 from src.rewards.credit import ranges as credit_ranges
 from src.rewards.degenerate import Degenerate, detect
+from src.rewards.guards import Guards, check as check_guards
 from src.rewards.parsing import parse_response
 from src.rewards.qe import SEVERITIES, QEResult, assess, spans_json
 from src.rewards.settings import RewardSettings
@@ -80,6 +83,13 @@ def _target_lang(data_source: str, extra_info: Mapping[str, Any]) -> str:
     return pair.split("-", 1)[1] if "-" in pair else ""
 
 
+def _source_lang(data_source: str, extra_info: Mapping[str, Any]) -> str:
+    if extra_info.get("src_lang"):
+        return str(extra_info["src_lang"])
+    pair = str(extra_info.get("lang_pair") or str(data_source or "").rsplit("/", 1)[-1])
+    return pair.split("-", 1)[0] if "-" in pair else ""
+
+
 def _clean(text: str) -> str:
     # Lone surrogates cannot be sent as JSON text (the service refuses them); a tokenizer never
     # makes them, fuzzers do.
@@ -103,16 +113,20 @@ async def compute_score(data_source: str, solution_str: str, ground_truth: str, 
     # every component of this run (built-in and plugins'), None until computed: verl stacks each key
     values: dict[str, float | None] = {c: None for c in s.train_weights}
     values.update({f"n_{sev}": None for sev in SEVERITIES})
-    degenerate, qe = Degenerate(), QEResult()
+    degenerate, guards, qe = Degenerate(), Guards(), QEResult()
     if not parsed.ok:
         format_part, answer = s.format.floor, s.format.answer_floor
     else:
         format_part = s.format.bonus
         degenerate = detect(parsed.translation, source, reference, tgt_lang, s.degenerate)
-        # training short-cuts degenerate answers; validation still measures the copies and
-        # wrong-script ones, so its metrics describe every well-formed answer of a sane length
+        if s.guards is not None and not degenerate.empty:
+            guards = check_guards(parsed.translation, source, reference, _source_lang(data_source, info),
+                                  tgt_lang, s.guards)
+        condemned = degenerate.any or guards.any
+        # training short-cuts degenerate and guarded answers; validation still measures the copies,
+        # wrong-script and guarded ones, so its metrics describe every well-formed answer of a sane length
         measurable = not (degenerate.empty or degenerate.length_ratio)
-        if measurable and (validation or not degenerate.any):
+        if measurable and (validation or not condemned):
             qe = await assess(parsed.translation, source, reference, tgt_lang, s, validation)
             row = ComponentInput(parsed.translation, source, reference, tgt_lang, qe.answers)
             for name in s.train_weights:
@@ -120,7 +134,11 @@ async def compute_score(data_source: str, solution_str: str, ground_truth: str, 
                 if qe.has(component):
                     values[name] = component.value(row)
             values.update(qe.counts)
-        answer = degenerate.penalty(s.degenerate) if degenerate.any else answer_score(values, s, validation)
+        if condemned:
+            answer = min(p for p in (degenerate.penalty(s.degenerate) if degenerate.any else None,
+                                     guards.penalty(s.guards)) if p is not None)
+        else:
+            answer = answer_score(values, s, validation)
 
     score = format_part + answer
     result = {
@@ -131,6 +149,7 @@ async def compute_score(data_source: str, solution_str: str, ground_truth: str, 
         "answer": answer,
         **values,
         **degenerate.flags(),
+        **guards.flags(),
         "src": source,
         "translation": parsed.translation,
         "error_spans": spans_json(qe.spans),

@@ -50,6 +50,65 @@ class DegenerateSettings:
     max_length_ratio: float
 
 
+GUARD_NAMES = ("wrong_language", "repetition", "code_mix", "length_coverage")
+
+
+@dataclass(frozen=True)
+class WrongLanguageSettings:
+    enable: bool
+    penalty: float
+    # the identifier chooses among these (ISO 639-1, as langid.py names them); the target must be one
+    languages: tuple[str, ...]
+    # normalised probability of the other language at or above which the answer is flagged
+    min_confidence: float
+    # letters left after removing names and numbers below which the answer is not judged
+    min_letters: int
+
+
+@dataclass(frozen=True)
+class RepetitionSettings:
+    enable: bool
+    penalty: float
+    # the share of tokens inside a repeated n-gram (n: 3 words, 4 zh/ja characters) at or above this
+    max_share: float
+    # ... and at least this much above the reference's share (legitimate repetition is kept)
+    margin: float
+    min_tokens: int
+
+
+@dataclass(frozen=True)
+class CodeMixSettings:
+    enable: bool
+    penalty: float
+    # the share of the answer's tokens that are untranslated source text at or above this
+    max_share: float
+    # ... and at least this many such tokens
+    min_tokens: int
+
+
+@dataclass(frozen=True)
+class LengthCoverageSettings:
+    enable: bool
+    penalty: float
+    # answer length / reference length (in target units) outside [min_ratio, max_ratio]
+    min_ratio: float
+    max_ratio: float
+    # rows without a reference: judge against the source times the pair's usual ratio (else skip)
+    without_reference: bool
+
+
+@dataclass(frozen=True)
+class GuardSettings:
+    """reward.guards (conf/reward_base/default.yaml; the checks: src/rewards/guards.py)."""
+    wrong_language: WrongLanguageSettings
+    repetition: RepetitionSettings
+    code_mix: CodeMixSettings
+    length_coverage: LengthCoverageSettings
+
+    def enabled(self) -> tuple[str, ...]:
+        return tuple(n for n in GUARD_NAMES if getattr(self, n).enable)
+
+
 @dataclass(frozen=True)
 class DiscreteSettings:
     enable: bool
@@ -90,6 +149,8 @@ class RewardSettings:
     client: ClientSettings
     # files/modules that registered components of the user's (resolved at launch)
     plugins: tuple[str, ...] = ()
+    # the guards against gaming the QE reward (all off for kwargs written before they existed)
+    guards: GuardSettings | None = None
 
     @property
     def span_at_validation(self) -> bool:
@@ -134,6 +195,7 @@ class RewardSettings:
                     backoff_s=_num(kw["client"]["backoff_s"], "client.backoff_s"),
                     max_connections=int(kw["client"]["max_connections"])),
                 plugins=specs,
+                guards=_guards(kw.get("guards")),
             )
         except KeyError as exc:
             raise RewardConfigError(f"reward kwargs lack {exc.args[0]!r} (build them with "
@@ -234,6 +296,85 @@ def _clips(value: Any, names: tuple[str, ...]) -> dict[str, tuple[float, float]]
             for c in names}
 
 
+_GUARD_CLASSES = {"wrong_language": WrongLanguageSettings, "repetition": RepetitionSettings,
+            "code_mix": CodeMixSettings, "length_coverage": LengthCoverageSettings}
+
+
+def _guards(value: Mapping[str, Any] | None) -> GuardSettings:
+    """reward kwargs `guards` -> settings (src/rewards/guards.py). None (a verl config written
+    before the guards existed, replayed from a snapshot): every guard off, so the replay scores as
+    the original run did."""
+    given = dict(value or {})
+    unknown = [k for k in given if k not in GUARD_NAMES]
+    if unknown:
+        raise RewardConfigError(f"reward.guards: unknown guard {unknown[0]!r} (known: {', '.join(GUARD_NAMES)})")
+    out = {}
+    for name, cls in _GUARD_CLASSES.items():
+        sub = dict(given.get(name) or {})
+        fields = cls.__dataclass_fields__
+        if not sub:
+            sub = {f: _GUARDS_OFF[name][f] for f in fields}
+        missing = [f for f in fields if f not in sub]
+        extra = [f for f in sub if f not in fields]
+        if missing or extra:
+            bad = (f"lacks {missing[0]!r}" if missing else f"has unknown key {extra[0]!r}")
+            raise RewardConfigError(f"reward.guards.{name} {bad} (keys: {', '.join(fields)})")
+        kw = {}
+        for f, v in sub.items():
+            key = f"guards.{name}.{f}"
+            if f in ("enable", "without_reference"):
+                if not isinstance(v, bool):
+                    raise RewardConfigError(f"reward.{key} must be true or false, got {v!r}")
+                kw[f] = v
+            elif f == "languages":
+                if isinstance(v, str) or not all(isinstance(x, str) for x in (v or ())):
+                    raise RewardConfigError(f"reward.{key} must be a list of language codes, got {v!r}")
+                kw[f] = tuple(v)
+            elif f in ("min_letters", "min_tokens"):
+                if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                    raise RewardConfigError(f"reward.{key} must be an integer >= 0, got {v!r}")
+                kw[f] = v
+            else:
+                kw[f] = _num(v, key)
+        out[name] = cls(**kw)
+    s = GuardSettings(**out)
+    _check_guards(s)
+    return s
+
+
+def _check_guards(s: GuardSettings) -> None:
+    w, r, c, lc = s.wrong_language, s.repetition, s.code_mix, s.length_coverage
+    if not 0.0 < w.min_confidence <= 1.0:
+        raise RewardConfigError(f"reward.guards.wrong_language.min_confidence must be in (0, 1], got {w.min_confidence}")
+    if w.enable:
+        from src.rewards.guards import known_languages  # loads the LID model: only when on
+
+        known = set(known_languages())
+        bad = [lang for lang in w.languages if lang not in known]
+        if bad or len(w.languages) < 2:
+            raise RewardConfigError(f"reward.guards.wrong_language.languages: {bad[0]!r} is not a language the identifier "
+                        f"knows (py3langid: ISO 639-1 codes such as en, de, zh, ja)" if bad else
+                        "reward.guards.wrong_language.languages needs at least two languages")
+    for key, share in (("repetition.max_share", r.max_share), ("repetition.margin", r.margin),
+                       ("code_mix.max_share", c.max_share)):
+        if not 0.0 < share <= 1.0:
+            raise RewardConfigError(f"reward.guards.{key} must be in (0, 1], got {share}")
+    if not 0.0 < lc.min_ratio < 1.0 < lc.max_ratio:
+        raise RewardConfigError(f"reward.guards.length_coverage needs 0 < min_ratio < 1 < max_ratio, got "
+                    f"{lc.min_ratio} and {lc.max_ratio}")
+
+
+# every guard off (the settings of a replayed verl config from before the guards)
+_GUARDS_OFF = {
+    "wrong_language": {"enable": False, "penalty": -1.0, "languages": ["en", "zh"], "min_confidence": 0.9,
+                       "min_letters": 12},
+    "repetition": {"enable": False, "penalty": -1.0, "max_share": 0.3, "margin": 0.2, "min_tokens": 8},
+    "code_mix": {"enable": False, "penalty": -1.0, "max_share": 0.2, "min_tokens": 2},
+    "length_coverage": {"enable": False, "penalty": -1.0, "min_ratio": 0.6, "max_ratio": 1.8,
+                        "without_reference": False},
+}
+
+
 # ----------------------------------------------------------------------------------------------
 # launch side
 # ----------------------------------------------------------------------------------------------
@@ -295,6 +436,9 @@ def reward_kwargs(reward_cfg: Mapping[str, Any], scorer_models: Mapping[str, Any
     }
     if specs:  # only then: the verl config (and run id) of a run without plugins stays as it was
         kw["plugins"] = specs
+    if reward_cfg.get("guards") is not None:
+        kw["guards"] = {name: {k: (list(v) if k == "languages" else v) for k, v in dict(sub).items()}
+                        for name, sub in dict(reward_cfg["guards"]).items()}
     RewardSettings.from_kwargs(kw)  # refuse at launch what would fail in the workers
     return kw
 
@@ -308,6 +452,8 @@ def score_bounds(s: RewardSettings, validation: bool) -> tuple[float, float]:
         hi_ans += max(w * lo, w * hi)
     d = s.degenerate
     penalties = [d.empty_penalty, d.source_copy_penalty, d.wrong_script_penalty, d.length_ratio_penalty]
+    if s.guards is not None:
+        penalties += [getattr(s.guards, name).penalty for name in s.guards.enabled()]
     f = s.format
     candidates = [f.floor + f.answer_floor, f.bonus + lo_ans, f.bonus + hi_ans] + [f.bonus + p for p in penalties]
     return min(candidates), max(candidates)
