@@ -134,8 +134,8 @@ def cost_table(rows: list[dict], config: dict, repeats: int) -> str:
         us = (time.perf_counter() - t0) / (repeats * len(rows)) * 1e6
         total += us
         lines.append(f"| {name} | {us:.0f} |")
-    lines.append(f"| all four | {total:.0f} |")
-    lines.append(f"| (language-ID model load, once per reward worker) | {load_s * 1e6:.0f} |")
+    lines.append(f"| the four (sum) | {total:.0f} |")
+    lines.append(f"\nlanguage-ID model load (once per reward worker): {load_s:.2f} s")
     return "\n".join(lines)
 
 

@@ -4,6 +4,8 @@ script for the target language, an absurd length against the reference.
 Each check is exempted when the reference itself would fail it (a source made of names or
 numbers is legitimately copied; a zh reference written in Latin letters makes Latin output fine).
 Texts are looked at up to ANALYSED_CHARS characters: a 1 MB response costs the same as a 10 kB one.
+What these let through (the wrong language in the right script, loops under 4x, untranslated source
+text, partial translations) is src/rewards/guards.py's.
 """
 from __future__ import annotations
 

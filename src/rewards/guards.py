@@ -2,8 +2,9 @@
 (src/rewards/degenerate.py: empty, source copy, wrong script, 4x length) let through.
 
     wrong_language   the right script but the wrong language (French for an English target,
-                     Japanese for a Chinese one): language ID (py3langid, langid.py's model, shipped
-                     in its wheel), restricted to `languages`, on the answer without names/numbers
+                     Japanese for a Chinese one): language ID (py3langid, the langid.py fork; its
+                     139-language model ships in the wheel), restricted to `languages`, on the
+                     answer without names and numbers
     repetition       a loop shorter than 4x: the share of the answer's tokens inside an n-gram seen
                      before in the answer, against the same share in the reference
     code_mix         source-language text left in the answer: tokens in the source's script (zh<->en)
@@ -109,7 +110,7 @@ def _name_like(tok: str) -> bool:
 # ----------------------------------------------------------------------------------------------
 @lru_cache(maxsize=1)
 def _identifier():
-    # loaded once per reward worker (about 1 s, 30 MB); py3langid/langid.py: LanguageIdentifier
+    # loaded once per reward worker (about 0.5-1.5 s); py3langid/langid.py: LanguageIdentifier
     from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
     return LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)

@@ -57,7 +57,7 @@ GUARD_NAMES = ("wrong_language", "repetition", "code_mix", "length_coverage")
 class WrongLanguageSettings:
     enable: bool
     penalty: float
-    # the identifier chooses among these (ISO 639-1, as langid.py names them); the target must be one
+    # the identifier chooses among these (ISO 639-1 codes, as py3langid names them); the target must be one
     languages: tuple[str, ...]
     # normalised probability of the other language at or above which the answer is flagged
     min_confidence: float
