@@ -157,6 +157,8 @@ def evaluate(p: Prepared) -> tuple[list[dict], list[dict], dict]:
                "generator": o.generator, "options": asdict(o), "sacrebleu_signatures": signatures,
                "scorer": p.scorer_url or ("started here" if p.scorer_plan else None),
                "created": dt.datetime.now().isoformat(timespec="seconds")}
+    if o.trained_on:  # only then: an evaluation without the option writes what it wrote before
+        summary.update(trained_on=list(o.trained_on), held_out=o.held_out)
     return rows, segments, summary
 
 
@@ -182,11 +184,13 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FAILED
     try:
         # an explicit out= that appeared meanwhile is not touched either: the results go beside it
-        written = write_outputs(prepared.out, rows, segments, summary, unique=True)
+        written = write_outputs(prepared.out, rows, segments, summary, unique=True,
+                                trained_on=prepared.opts.trained_on)
     except OSError as exc:
         _say(f"evaluate: error: cannot write {prepared.out}: {os_reason(exc)}; nothing was written")
         return EXIT_FAILED
-    print_table(rows, title=f"{Path(prepared.opts.data).name}: {prepared.opts.checkpoint or prepared.opts.responses}")
+    print_table(rows, title=f"{Path(prepared.opts.data).name}: {prepared.opts.checkpoint or prepared.opts.responses}",
+                trained_on=prepared.opts.trained_on)
     if prepared.explicit_out and written != prepared.out:
         _say(f"out: {prepared.out} was created by something else during the evaluation; wrote beside it: {written}")
     else:

@@ -63,6 +63,9 @@ class EvalOptions:
     # (format_ok says which were broken); strict: a broken format scores as an empty translation
     extract: str = "lenient"
     metrics: list = field(default_factory=lambda: list(ALL_METRICS))
+    # the metrics the policy was trained on (e.g. trained_on=kiwi for reward=comet): the table marks
+    # them "(trained)" and every other metric "(held out)", and summary.json lists both; empty = unmarked
+    trained_on: list = field(default_factory=list)
     # QE scoring service: a running one (token in QE_SCORER_TOKEN), or null = start one here on
     # scorer_device: auto = cuda when this process sees a GPU, else cpu; cuda, cuda:N or cpu
     scorer_url: Optional[str] = None
@@ -81,6 +84,11 @@ class EvalOptions:
     def qe_metrics(self) -> list[str]:
         return [m for m in self.metrics if m in QE_METRICS]
 
+    @property
+    def held_out(self) -> list[str]:
+        """The metrics computed that the policy was not trained on (none when trained_on is empty)."""
+        return [m for m in self.metrics if m not in self.trained_on] if self.trained_on else []
+
 
 _FIELDS = {f.name: f for f in dataclasses.fields(EvalOptions)}
 _TRUE, _FALSE = ("true", "yes", "1", "on"), ("false", "no", "0", "off")
@@ -91,11 +99,11 @@ def _convert(key: str, raw: str):
     kind = _FIELDS[key].type
     if raw.lower() in ("null", "none", "~") and "Optional" in str(kind):
         return None
-    if key == "metrics":
+    if key in ("metrics", "trained_on"):
         values = [v.strip().lower() for v in raw.strip("[]").split(",") if v.strip()]
         bad = [v for v in values if v not in ALL_METRICS]
-        if bad or not values:
-            raise UsageError(f"metrics: unknown {', '.join(bad) or '(empty)'}; choose from {','.join(ALL_METRICS)}")
+        if bad or (not values and key == "metrics"):
+            raise UsageError(f"{key}: unknown {', '.join(bad) or '(empty)'}; choose from {','.join(ALL_METRICS)}")
         return values
     try:
         if isinstance(default, bool) or "bool" in str(kind):
@@ -158,6 +166,10 @@ def _check(o: EvalOptions) -> None:
         raise UsageError(f"request_timeout_s must be positive, got {o.request_timeout_s}")
     if o.scorer_device not in ("auto", "cuda", "cpu") and not re.fullmatch(r"cuda:\d+", o.scorer_device):
         raise UsageError(f"scorer_device={o.scorer_device!r}; use auto, cuda, cuda:N or cpu")
+    missing = [m for m in o.trained_on if m not in o.metrics]
+    if missing:
+        raise UsageError(f"trained_on={','.join(o.trained_on)} names {missing[0]}, which metrics= does not compute; "
+                         f"add it to metrics= or drop it from trained_on=")
     for metric in QE_METRICS:
         key = model_option(metric)
         if metric in o.metrics and not getattr(o, key):

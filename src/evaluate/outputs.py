@@ -16,6 +16,8 @@ from statistics import fmean
 
 from src.data.safe_write import new_dir_beside, publish_dir
 
+from .options import ALL_METRICS
+
 # (key in a direction's row, column header, decimals); a column shows only when some row has it
 COLUMNS = (
     ("direction", "direction", None),
@@ -49,8 +51,19 @@ def direction_row(direction: str, segments: list[dict], corpus) -> dict:
     return row
 
 
-def _columns(rows: list[dict]) -> list[tuple]:
-    return [c for c in COLUMNS if any(c[0] in r for r in rows)]
+def _columns(rows: list[dict], trained_on: list[str] | None = None) -> list[tuple]:
+    """The columns some row has; with `trained_on`, each metric's header says "(trained)" or
+    "(held out)" (XCOMET MQM and error counts follow XCOMET: columns named after their metric)."""
+    cols = [c for c in COLUMNS if any(c[0] in r for r in rows)]
+    if not trained_on:
+        return cols
+    marked = []
+    for key, header, decimals in cols:
+        metric = key.split("_")[0]
+        if decimals is not None and key != "format_ok" and metric in ALL_METRICS:  # a column's metric: its key's first part
+            header = f"{header} ({'trained' if metric in trained_on else 'held out'})"
+        marked.append((key, header, decimals))
+    return marked
 
 
 def _cell(row: dict, key: str, decimals) -> str:
@@ -60,8 +73,8 @@ def _cell(row: dict, key: str, decimals) -> str:
     return f"{value:.{decimals}f}" if decimals is not None else str(value)
 
 
-def markdown_table(rows: list[dict]) -> str:
-    cols = _columns(rows)
+def markdown_table(rows: list[dict], trained_on: list[str] | None = None) -> str:
+    cols = _columns(rows, trained_on)
     lines = ["| " + " | ".join(h for _, h, _ in cols) + " |",
              "| " + " | ".join("---" if d is None else "---:" for _, _, d in cols) + " |"]
     lines += ["| " + " | ".join(_cell(r, k, d) for k, _, d in cols) + " |" for r in rows]
@@ -79,12 +92,12 @@ def csv_table(rows: list[dict]) -> str:
     return buf.getvalue()
 
 
-def print_table(rows: list[dict], title: str) -> None:
+def print_table(rows: list[dict], title: str, trained_on: list[str] | None = None) -> None:
     from rich.console import Console
     from rich.table import Table
 
     table = Table(title=title)
-    for _, header, decimals in _columns(rows):
+    for _, header, decimals in _columns(rows, trained_on):
         table.add_column(header, justify="left" if decimals is None else "right")
     for r in rows:
         table.add_row(*(_cell(r, k, d) for k, _, d in _columns(rows)))
@@ -94,13 +107,14 @@ def print_table(rows: list[dict], title: str) -> None:
     Console(width=width).print(table)
 
 
-def write_outputs(out: Path, rows: list[dict], segments: list[dict], summary: dict, unique: bool) -> Path:
+def write_outputs(out: Path, rows: list[dict], segments: list[dict], summary: dict, unique: bool,
+                  trained_on: list[str] | None = None) -> Path:
     """All files into a temp dir next to `out`, then renamed to `out` (with `unique`, the first free
     `out-N` when `out` exists by then), returned. Raises FileExistsError (an existing `out` without
     `unique`) or OSError (disk full...); the temp dir is removed either way."""
     out = Path(out)
     with new_dir_beside(out) as tmp:
-        (tmp / TABLE_MD).write_text(markdown_table(rows), encoding="utf-8")
+        (tmp / TABLE_MD).write_text(markdown_table(rows, trained_on), encoding="utf-8")
         (tmp / TABLE_CSV).write_text(csv_table(rows), encoding="utf-8")
         with open(tmp / SEGMENTS_JSONL, "w", encoding="utf-8") as f:
             for seg in segments:

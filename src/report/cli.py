@@ -7,6 +7,7 @@ settings that produce them) and writes into `<run>/report/`:
     step_time.png      step time split by stage (stacked)
     throughput.png     tokens/GPU/s end-to-end, actor update, rollout (MindSpeed-RL definitions)
     gpu_wait.png       share of each step the GPUs wait on non-GPU work
+    held_out.png       trained vs held-out validation metrics per direction, and their change since step 0
     val_samples.html   validation samples per step with xCOMET error spans, sortable
     summary.md         the key numbers
 
@@ -30,12 +31,13 @@ from src.data.safe_write import dir_mode, file_mode, new_dir_beside, os_reason, 
 from . import plots
 from .run_files import RunDirError, load_run
 from .samples_page import render_samples_page
-from .series import gpu_wait_share, reward_panels, step_time_breakdown, throughput
+from .series import gpu_wait_share, held_out_panels, reward_panels, step_time_breakdown, throughput
 from .summary import render_summary
 
 EXIT_BAD_INPUT, EXIT_WRITE_FAILED = 2, 1
 # what a report writes; an existing --out holding anything else is not ours to write into
-REPORT_FILES = ("rewards.png", "step_time.png", "throughput.png", "gpu_wait.png", "val_samples.html", "summary.md")
+REPORT_FILES = ("rewards.png", "step_time.png", "throughput.png", "gpu_wait.png", "held_out.png", "val_samples.html",
+                "summary.md")
 SUMMARY_HEADER = "# Run report: "  # summary.render_summary's first line
 
 
@@ -98,6 +100,7 @@ def build_report(
     breakdown = step_time_breakdown(run.metrics)
     wait = gpu_wait_share(run.metrics)
     tp = throughput(run.metrics, shape)
+    held = held_out_panels(run)
 
     try:
         with new_dir_beside(out) as tmp:
@@ -106,6 +109,7 @@ def build_report(
                 "step_time": plots.save(plots.plot_step_time(breakdown), tmp / "step_time.png"),
                 "throughput": plots.save(plots.plot_throughput(tp), tmp / "throughput.png"),
                 "gpu_wait": plots.save(plots.plot_gpu_wait(wait), tmp / "gpu_wait.png"),
+                "held_out": plots.save(plots.plot_held_out(held), tmp / "held_out.png"),
             }
             page = tmp / "val_samples.html"
             page.write_text(
@@ -116,7 +120,7 @@ def build_report(
             summary = tmp / "summary.md"
             names = [p.name for p in files.values()]
             summary.write_text(
-                render_summary(run_dir.name, run.metrics, panels, breakdown, wait, tp, names + [summary.name]),
+                render_summary(run_dir.name, run.metrics, panels, breakdown, wait, tp, names + [summary.name], held),
                 encoding="utf-8",
             )
             files["summary"] = summary

@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from .series import Throughput  # noqa: E402
+from .series import HeldOut, Throughput  # noqa: E402
 
 DPI = 110
 
@@ -46,6 +46,39 @@ def plot_rewards(panels: dict[str, dict[str, pd.Series]]) -> Figure:
     for ax in list(axes.flat)[len(panels):]:
         ax.set_visible(False)
     fig.suptitle("Reward and reward components (train: rollout batches; val: validation set)")
+    fig.tight_layout()
+    return fig
+
+
+def plot_held_out(held: HeldOut) -> Figure:
+    """Per direction, two panels: the validation values of the trained metrics (solid) and the
+    held-out ones (dashed), and each one's change since the first validation, on one scale, so a
+    trained metric that climbs away from the held-out ones shows as a widening gap."""
+    n = max(1, len(held.panels))
+    fig, axes = plt.subplots(2, n, figsize=(5.6 * n, 7.0), squeeze=False)
+    if not held.panels:
+        _no_data(axes[0][0], "held-out comparison")
+        axes[0][0].text(0.5, 0.35, held.why_empty, ha="center", va="center", wrap=True, fontsize=8,
+                        transform=axes[0][0].transAxes, color="gray")
+        axes[1][0].set_visible(False)
+        fig.suptitle("Trained vs held-out validation metrics")
+        return fig
+    for col, (direction, lines) in enumerate(held.panels.items()):
+        top, bottom = axes[0][col], axes[1][col]
+        top.set_title(f"{direction}: validation value")
+        bottom.set_title(f"{direction}: change since first validation")
+        for label, s in lines.items():
+            style = {"linestyle": "-", "marker": "o"} if label.endswith("(trained)") else \
+                {"linestyle": "--", "marker": "s"}
+            x = s.index.to_numpy()
+            top.plot(x, s.to_numpy(), label=label, markersize=3.5, **style)
+            bottom.plot(x, (s - s.iloc[0]).to_numpy(), label=label, markersize=3.5, **style)
+        for ax in (top, bottom):
+            ax.set_xlabel("step")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=8)
+        bottom.axhline(0.0, color="gray", linewidth=0.8)
+    fig.suptitle("Trained vs held-out validation metrics (a widening gap: the policy learns the reward model)")
     fig.tight_layout()
     return fig
 

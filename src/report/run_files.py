@@ -19,7 +19,8 @@ What verl writes, and where (the launcher sets the paths):
   `{"step": int, "split": "train"|"val", <component>: float, ...}` written by the reward function,
   because verl's V1 trainer logs no per-component training rewards itself.
 - the resolved verl config the run used (optional): `<run>/snapshot/verl_config.yaml` as the
-  launcher writes it, for the batch geometry of the throughput formula and the dump directories.
+  launcher writes it, for the batch geometry of the throughput formula, the dump directories and
+  the training reward's weights (which validation metrics were trained on, which are held out).
 """
 
 from __future__ import annotations
@@ -62,6 +63,9 @@ class RunData:
     shape: RunShape = field(default_factory=RunShape)
     metric_files: list[Path] = field(default_factory=list)
     val_dir: Path | None = None  # where validation generations were looked for
+    # the training reward's weight per component (reward kwargs `train_weights` in the verl config);
+    # None when the run's verl config is not found or names none
+    train_weights: dict[str, float] | None = None
 
 
 def metric_files(run_dir: Path, checkpoint_dir: Path | None = None) -> list[Path]:
@@ -195,6 +199,18 @@ def shape_of(cfg: dict) -> RunShape:
     )
 
 
+TRAIN_WEIGHTS_KEY = "reward.custom_reward_function.reward_kwargs.train_weights"
+
+
+def train_weights_of(cfg: dict) -> dict[str, float] | None:
+    """{component: weight} the training reward used (src/rewards/settings.py reward_kwargs), the
+    numeric entries only; None when the config has none (a run of another reward function)."""
+    raw = _nested(cfg, TRAIN_WEIGHTS_KEY)
+    if not isinstance(raw, dict):
+        return None
+    return {str(k): float(v) for k, v in raw.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
 def dump_dir(run_dir: Path, default_name: str, configured) -> Path:
     """`<run>/<default_name>` when present, else the directory the verl config names (the launcher
     may keep dumps beside the checkpoints); a relative one is tried against the run directory."""
@@ -254,4 +270,5 @@ def load_run(run_dir: Path, verl_config: Path | None = None) -> RunData:
         shape=shape_of(cfg),
         metric_files=files,
         val_dir=val_dir,
+        train_weights=train_weights_of(cfg),
     )

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from src.scorer.vocabulary import METRICS as QE_METRICS
+
 from .run_files import RunData, RunShape
 
 TRAIN_SCORE = "critic/score/mean"
@@ -127,6 +129,48 @@ def reward_panels(run: RunData) -> dict[str, dict[str, pd.Series]]:
             panel[f"val {labels[ds]}"] = s
         panels[name] = panel
     return panels
+
+
+@dataclass
+class HeldOut:
+    """Validation QE metrics (comet, kiwi, xcomet) the training reward weighs (`trained`) beside the
+    ones it does not (`held_out`: logged at validation with training weight 0, e.g. COMET-DA through
+    reward.validation_models or XCOMET through reward.mode=eval), per direction. A held-out metric
+    that stalls or falls while the trained one climbs is the policy learning the reward model."""
+    trained: list[str]
+    held_out: list[str]
+    panels: dict[str, dict[str, pd.Series]]  # direction -> {"<metric> (trained|held out)": series}
+    why_empty: str = ""  # what the run lacks when there is nothing to compare
+
+
+def metric_label(name: str, trained: bool) -> str:
+    return f"{name} ({'trained' if trained else 'held out'})"
+
+
+def held_out_panels(run: RunData) -> HeldOut:
+    """The trained and held-out validation metrics side by side, one panel per direction."""
+    weights = run.train_weights
+    if weights is None:
+        return HeldOut([], [], {}, "the run's verl config (snapshot/verl_config.yaml) names no training "
+                                   "weights: which metric was trained on is unknown")
+    val = val_means(run.metrics)
+    # the QE scores logged at validation (COMET-family scores share a scale; BLEU, at 0-100, and the
+    # other components are in rewards.png)
+    logged = [v for v in val if v in weights and v in QE_METRICS]
+    trained = [v for v in logged if weights[v] != 0.0]
+    held_out = [v for v in logged if weights[v] == 0.0]
+    if not held_out:
+        return HeldOut(trained, [], {}, "no held-out metric was logged at validation: add one with "
+                                        "reward.validation_models=[...,comet_da] or reward.mode=eval")
+    labels = {ds: _short(ds) for v in logged for ds in val[v]}
+    if len(set(labels.values())) < len(labels):
+        labels = {ds: ds for ds in labels}
+    panels: dict[str, dict[str, pd.Series]] = {}
+    for names, is_trained in ((trained, True), (held_out, False)):
+        for name in names:
+            for ds, series in val[name].items():
+                panels.setdefault(labels[ds], {})[metric_label(name, is_trained)] = series
+    return HeldOut(trained, held_out, dict(sorted(panels.items())))
 
 
 def step_time_breakdown(metrics: pd.DataFrame) -> pd.DataFrame:

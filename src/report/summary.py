@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .series import OTHER, Throughput
+from .series import OTHER, HeldOut, Throughput
 
 
 def _fmt(x, digits: int = 4) -> str:
@@ -29,6 +29,7 @@ def render_summary(
     wait: pd.Series,
     tp: Throughput,
     files: list[str],
+    held: HeldOut | None = None,
 ) -> str:
     lines = [f"# Run report: {run_name}", ""]
     train_steps = int(breakdown.shape[0]) if not breakdown.empty else 0
@@ -47,6 +48,9 @@ def render_summary(
         lines += ["## Reward", ""]
         lines += _table(["metric", "series", "first", "last", "best (step)", "points"], rows)
         lines.append("")
+
+    if held is not None:
+        lines += held_out_lines(held)
 
     if not breakdown.empty:
         total = breakdown.sum(axis=1).mean()
@@ -88,3 +92,21 @@ def render_summary(
 
     lines += ["## Files", "", *(f"- {f}" for f in files), ""]
     return "\n".join(lines)
+
+
+def held_out_lines(held: HeldOut) -> list[str]:
+    """Each metric's first and last validation value and change, trained ones first; the gap is
+    how much more the trained metric gained than each held-out one (held_out.png plots it)."""
+    lines = ["## Trained vs held-out", ""]
+    if not held.panels:
+        return lines + [held.why_empty[:1].upper() + held.why_empty[1:] + ".", ""]
+    rows = []
+    for direction, series in held.panels.items():
+        gained = {label: float(s.iloc[-1] - s.iloc[0]) for label, s in series.items()}
+        trained = [g for label, g in gained.items() if label.endswith("(trained)")]
+        for label, s in series.items():
+            gap = "" if label.endswith("(trained)") or not trained else _fmt(max(trained) - gained[label])
+            rows.append([direction, label, _fmt(float(s.iloc[0])), _fmt(float(s.iloc[-1])), _fmt(gained[label]), gap])
+    lines += _table(["direction", "metric", "first", "last", "change", "gap to trained"], rows)
+    return lines + ["", "gap to trained: the largest change of a trained metric minus this metric's change; "
+                        "a growing gap means the policy gains on the reward model more than on other judges.", ""]

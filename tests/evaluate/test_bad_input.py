@@ -85,3 +85,13 @@ def test_module_entry_point_exit_code(tmp_path):
     assert done.stderr.strip() == ("evaluate: error: data: no such file: /nope.parquet "
                                    "(a parquet from python -m src.data.prepare)")
     assert done.stdout == "" and not (tmp_path / "o").exists()
+
+
+def test_trained_on_a_metric_not_computed_is_refused(capsys, tmp_path, testset):
+    data, responses = testset
+    out = tmp_path / "o"
+    _refused(capsys, [f"data={data}", "generator=file", f"responses={responses}", "metrics=bleu,chrf",
+                      "trained_on=kiwi", f"out={out}"], "trained_on=kiwi names kiwi, which metrics= does not compute")
+    _refused(capsys, [f"data={data}", "generator=file", f"responses={responses}", "trained_on=kiwi,metricx",
+                      f"out={out}"], "trained_on: unknown metricx")
+    assert not out.exists()

@@ -131,3 +131,29 @@ def test_an_existing_out_is_refused_before_any_work_and_left_as_it_was(testset, 
     assert err[0].startswith(f"evaluate: error: out: {out} already exists; evaluate never replaces")
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "eval", "responses.jsonl"]
+
+
+def test_held_out_metrics_marked_beside_the_trained_one(evaluated, testset, tmp_path):
+    """trained_on=kiwi (a policy trained on CometKiwi): COMET-DA, XCOMET, BLEU, chrF are held out;
+    the same numbers as without the option, only marked."""
+    plain, scorer = evaluated
+    data, responses = testset
+    out = tmp_path / "marked"
+    code = main([f"data={data}", "generator=file", f"responses={responses}", f"out={out}",
+                 f"scorer_url={scorer.url}", "batch_items=3", "trained_on=kiwi"])
+    assert code == 0
+    header = (out / "scores.md").read_text(encoding="utf-8").splitlines()[0]
+    assert ("| BLEU (held out) | chrF (held out) | COMET-DA (held out) | CometKiwi (trained) | XCOMET (held out) "
+            "| XCOMET MQM (held out) |") in header
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert summary["trained_on"] == ["kiwi"] and summary["held_out"] == ["bleu", "chrf", "comet", "xcomet"]
+    assert "trained_on" not in json.loads((plain / "summary.json").read_text(encoding="utf-8"))
+    # the same segments and scores (the service batches by arrival: padding moves the last digits)
+    for marked, unmarked in zip(_segments(out), _segments(plain), strict=True):
+        assert marked.keys() == unmarked.keys()
+        for key, value in unmarked.items():
+            if isinstance(value, float):
+                assert marked[key] == pytest.approx(value, abs=1e-4), key
+            elif key != "spans":
+                assert marked[key] == value, key
+    assert (out / "scores.csv").read_text().splitlines()[0] == (plain / "scores.csv").read_text().splitlines()[0]

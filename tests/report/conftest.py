@@ -28,3 +28,9 @@ def run_dir(built_run, tmp_path):
     dst = tmp_path / built_run.name
     shutil.copytree(built_run, dst)
     return dst
+
+
+@pytest.fixture(scope="session")
+def held_out_run(tmp_path_factory, report_tokenizer):
+    """The same run with COMET-DA logged at validation (weight 0 in training): a held-out metric."""
+    return build_run(tmp_path_factory.mktemp("runs") / "grpo-xcomet-heldout", report_tokenizer, held_out=True)

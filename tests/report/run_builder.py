@@ -90,6 +90,16 @@ def val_score(step: int, i: int) -> float:
     return round(0.2 + 0.05 * step + 0.1 * i, 4)
 
 
+# the training reward's weights the snapshot's verl config names: XCOMET is trained on, COMET-DA
+# (logged at validation only with held_out=True) is held out
+TRAIN_WEIGHTS = {"bleu": 0.0, "comet": 0.0, "kiwi": 0.0, "xcomet": 1.0, "mqm": 0.0, "ok_ratio": 0.0}
+
+
+def held_out_comet(step: int, i: int) -> float:
+    """The held-out COMET-DA of validation sample i: falls while the trained XCOMET climbs."""
+    return round(0.6 + 0.05 * i - 0.02 * step, 4)
+
+
 def _batch(step: int):
     from verl.protocol import DataProto
 
@@ -126,7 +136,7 @@ def _decoded_prompt(tokenizer, direction: str, src: str, template: str) -> str:
     return tokenizer.decode(ids, skip_special_tokens=True)
 
 
-def _validate(step: int, tokenizer, val_dir: Path, template: str, with_src: bool) -> dict:
+def _validate(step: int, tokenizer, val_dir: Path, template: str, with_src: bool, held_out: bool = False) -> dict:
     from verl.trainer.ppo.v1.trainer_base import PPOTrainer
 
     inputs, outputs, gts, scores, data_sources = [], [], [], [], []
@@ -144,6 +154,8 @@ def _validate(step: int, tokenizer, val_dir: Path, template: str, with_src: bool
         returned["xcomet"] = extra["xcomet"] + 0.01 * step
         if with_src:
             returned["src"] = src
+        if held_out:
+            returned["comet"] = held_out_comet(step, i)
         for k, v in returned.items():
             extras.setdefault(k, []).append(v)
     uids = [f"uid{i}" for i in range(len(inputs))]
@@ -155,7 +167,8 @@ def _validate(step: int, tokenizer, val_dir: Path, template: str, with_src: bool
     return PPOTrainer._val_metrics_update(None, data_sources, uids, extras, [1] * len(uids), expected_acc_counts={})
 
 
-def build_run(run_dir: Path, tokenizer, template: str = "chat", with_src: bool = False) -> Path:
+def build_run(run_dir: Path, tokenizer, template: str = "chat", with_src: bool = False,
+              held_out: bool = False) -> Path:
     """A 6-step run laid out as the launcher lays it out: `<run>/metrics.jsonl`,
     `<run>/snapshot/verl_config.yaml`, validation dumps beside the checkpoints (outside the run
     directory, named by the config). Initial validation at step 0, validation every 2 steps, a
@@ -175,7 +188,7 @@ def build_run(run_dir: Path, tokenizer, template: str = "chat", with_src: bool =
         else:
             os.environ["VERL_FILE_LOGGER_PATH"] = old
 
-    logger.log(data=_validate(0, tokenizer, val_dir, template, with_src), step=0)
+    logger.log(data=_validate(0, tokenizer, val_dir, template, with_src, held_out), step=0)
     components = run_dir / "reward_components"
     components.mkdir(exist_ok=True)
     with open(components / "worker-1234.jsonl", "w") as side:
@@ -187,7 +200,7 @@ def build_run(run_dir: Path, tokenizer, template: str = "chat", with_src: bool =
             metrics = {}
             if step % TEST_FREQ == 0:
                 timing["testing"] = 4.0  # V1 times validation after the step timer closed
-                metrics.update(_validate(step, tokenizer, val_dir, template, with_src))
+                metrics.update(_validate(step, tokenizer, val_dir, template, with_src, held_out))
             batch = _batch(step)
             metrics.update({"training/global_step": step, "training/epoch": 0})
             metrics.update(compute_data_metrics(batch=batch, use_critic=False))
@@ -205,5 +218,7 @@ def build_run(run_dir: Path, tokenizer, template: str = "chat", with_src: bool =
         f"actor_rollout_ref:\n  rollout:\n    n: {SAMPLES_PER_PROMPT}\n"
         f"trainer:\n  n_gpus_per_node: {GPUS}\n  nnodes: 1\n  logger: [console, file]\n"
         f"  validation_data_dir: {val_dir}\n  rollout_data_dir: null\n"
+        "reward:\n  custom_reward_function:\n    reward_kwargs:\n      train_weights:\n"
+        + "".join(f"        {k}: {v}\n" for k, v in TRAIN_WEIGHTS.items())
     )
     return run_dir

@@ -12,7 +12,8 @@ from src.report.cli import main
 from . import run_builder as rb
 
 REPO = Path(__file__).resolve().parents[2]
-OUTPUTS = ["rewards.png", "step_time.png", "throughput.png", "gpu_wait.png", "val_samples.html", "summary.md"]
+OUTPUTS = ["rewards.png", "step_time.png", "throughput.png", "gpu_wait.png", "held_out.png", "val_samples.html",
+           "summary.md"]
 
 
 def test_report_writes_all_outputs_with_the_key_numbers(run_dir, capsys):

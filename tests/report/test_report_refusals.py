@@ -10,7 +10,8 @@ import pytest
 from src.report.cli import main
 from tests.data.limited_dirs import full_dir, read_only_dir
 
-OUTPUTS = sorted(["rewards.png", "step_time.png", "throughput.png", "gpu_wait.png", "val_samples.html", "summary.md"])
+OUTPUTS = sorted(["rewards.png", "step_time.png", "throughput.png", "gpu_wait.png", "held_out.png", "val_samples.html",
+                  "summary.md"])
 
 
 def _one_error_line(capsys, *needles) -> str:
