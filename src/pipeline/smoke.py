@@ -237,8 +237,9 @@ BLOCK_SIZE_KEY = "actor_rollout_ref.rollout.engine_kwargs.vllm.block_size"
 
 
 def _run_step(what: str, args: list[str], environ: dict) -> str:
-    """One build step as its own process (cwd: the code, so `-m src...` finds it; offline); its last
-    stdout line. RunError with the step's last error line when it fails."""
+    """One build step as its own process (cwd: the code, so `-m src...` finds it; offline). Returns the
+    line before its last (the builders print their status there and the tree's path last). RunError
+    with the step's last error line when it fails."""
     env = dict(environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     try:
         proc = subprocess.run(args, cwd=CODE_ROOT, env=env, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)

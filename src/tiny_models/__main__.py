@@ -37,7 +37,7 @@ def _policy(argv: list[str]) -> int:
     spec = PolicySpec(**{f.name: getattr(args, f.name) for f in fields(PolicySpec)})
     try:
         status = ensure_built(args.out, spec, block_size=args.block_size)
-    except VllmConstraintError as exc:
+    except (VllmConstraintError, ValueError) as exc:  # ValueError: a vocab_size below what the BPE made
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"tiny policy {status}: {spec}")

@@ -95,8 +95,14 @@ def _launch(tmp: Path, build_dir: Path) -> tuple[subprocess.CompletedProcess, Pa
     return proc, run_dir
 
 
-def test_launch_builds_the_tiny_models_runs_every_stage_and_prints_pass(tmp_path):
-    build_dir = tmp_path / "tiny-models"
+@pytest.fixture(scope="module")
+def build_dir(tmp_path_factory):
+    """One build dir for the module: the launch test builds into it, the prepare test finds it complete."""
+    return tmp_path_factory.mktemp("smoke_tiny") / "tiny-models"
+
+
+def test_launch_builds_the_tiny_models_runs_every_stage_and_prints_pass(tmp_path, build_dir):
+    assert not build_dir.exists()
     t0 = time.perf_counter()
     proc, run_dir = _launch(tmp_path, build_dir)
     elapsed = time.perf_counter() - t0
@@ -140,18 +146,18 @@ def test_launch_builds_the_tiny_models_runs_every_stage_and_prints_pass(tmp_path
     assert {r["extra_info"]["template"] for r in train} == {"chat"}
 
 
-def test_prompts_load_in_verls_dataset_and_a_second_prepare_reuses_every_build(tmp_path, capsys):
-    """Runs after the launch test's build (its own build_dir: the builds are cheap to redo here)."""
+def test_prompts_load_in_verls_dataset_and_a_second_prepare_reuses_every_build(tmp_path, build_dir, capsys):
+    """After the launch test the build dir is complete (run alone, this builds it first)."""
     from omegaconf import OmegaConf
     from transformers import AutoTokenizer
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
-    composed = compose_config(["experiment=smoke_tiny", f"model.build_dir={tmp_path}/tiny",
-                               f"paths.output_dir={tmp_path}/out"])
+    composed = compose_config(["experiment=smoke_tiny", f"model.build_dir={build_dir}",
+                               "data.max_response_length=48", f"paths.output_dir={tmp_path}/out"])
     plan = build_plan(composed, run_dir=str(tmp_path / "run"), flash_attn=None)
     smoke.prepare(plan, composed)
     first = capsys.readouterr().out
-    assert first.count(" built in ") == 3, first
+    assert first.count(" built in ") + first.count(" reused in ") == 3, first
     t0 = time.perf_counter()
     smoke.prepare(plan, composed)
     again = capsys.readouterr().out
@@ -193,13 +199,18 @@ def test_each_vllm_rule_is_enforced(change, words):
     assert len(found) == 1 and words in found[0], found
 
 
-def test_the_builder_refuses_a_shape_vllm_cannot_serve_before_writing_anything(tmp_path):
+@pytest.mark.parametrize("flag, value, says", [
+    ("--hidden-size", "72", "error: vLLM 0.24.0 cannot serve this model: head size 36"),
+    # a multiple of 64, but fewer rows than the BPE trainer made tokens: found once the tokenizer is trained
+    ("--vocab-size", "512", "error: vocab_size=512 is below the 576 tokens the BPE trainer made"),
+])
+def test_the_builder_refuses_a_shape_vllm_cannot_serve_and_leaves_nothing(tmp_path, flag, value, says):
     out = tmp_path / "policy"
-    proc = subprocess.run([sys.executable, "-m", "src.tiny_models", "policy", str(out), "--hidden-size", "72"],
+    proc = subprocess.run([sys.executable, "-m", "src.tiny_models", "policy", str(out), flag, value],
                           cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
-    assert proc.stderr.startswith("error: vLLM 0.24.0 cannot serve this model: head size 36")
-    assert not out.exists()
+    assert proc.stderr.startswith(says), proc.stderr
+    assert not out.exists() and not list(tmp_path.iterdir())
 
 
 def test_a_launch_with_such_a_shape_or_block_size_stops_with_one_line_and_builds_nothing(tmp_path):
