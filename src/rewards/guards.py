@@ -45,6 +45,8 @@ _CJK_TARGETS = ("zh", "ja")  # no spaces: length in characters, n-grams of chara
 # Usual target units per source unit when there is no reference (words for alphabetic targets,
 # characters for zh/ja), measured on WMT-style news: an English sentence has about 0.65 words per
 # Chinese character of its source, a Chinese one about 1.5 characters per English word.
+# Chinese characters a name or word kept in Latin letters stands for, in a zh/ja length
+LATIN_WORD_CHARS = 2
 PAIR_RATIO = {("zh", "en"): 0.65, ("en", "zh"): 1.5, ("ja", "en"): 0.5, ("en", "ja"): 2.0}
 
 
@@ -193,11 +195,13 @@ def _repetition(text: str, reference: str, tgt: str, s: RepetitionSettings) -> b
 def untranslated_share(text: str, source: str, reference: str, src: str, tgt: str) -> tuple[float, int]:
     """(share, count) of the answer's letter tokens that are untranslated source text: in the
     source's script when it differs from the target's (zh->en: Han; en->zh: Latin words), else
-    copied from the source; what the reference keeps and name-like tokens do not count."""
+    copied from the source; what the reference keeps, name-like tokens and the source's names
+    (capitalised inside a sentence: John Smith, New York, kept in Latin letters in a Chinese
+    answer) do not count."""
     toks = [t for t in tokens(text) if not t[:1].isdigit()]
     if not toks:
         return 0.0, 0
-    ref_toks = {t.casefold() for t in tokens(reference)}
+    ref_toks = {t.casefold() for t in tokens(reference)} | _source_names(source)
     src_script, tgt_script = _SCRIPT_OF.get(src), _SCRIPT_OF.get(tgt)
     if src_script and tgt_script and src_script != tgt_script:
         foreign = [t for t in toks if _script(t) == src_script]
@@ -208,6 +212,19 @@ def untranslated_share(text: str, source: str, reference: str, src: str, tgt: st
     return len(foreign) / len(toks), len(foreign)
 
 
+_SENTENCE_START = re.compile(r"(?:^|[.!?。！？:;\"“”]\s*)$")
+
+
+def _source_names(source: str) -> set[str]:
+    """Capitalised words of an alphabetic source that do not start a sentence: names."""
+    names = set()
+    for m in _TOKEN.finditer(source[:ANALYSED_CHARS]):
+        tok = m.group()
+        if tok[:1].isupper() and not _is_cjk(tok) and not _SENTENCE_START.search(source[:m.start()].rstrip()):
+            names.add(tok.casefold())
+    return names
+
+
 def _code_mix(text: str, source: str, reference: str, src: str, tgt: str, s: CodeMixSettings) -> bool:
     # what the reference keeps is not counted (untranslated_share), which is its exemption
     share, count = untranslated_share(text, source, reference, src, tgt)
@@ -215,8 +232,12 @@ def _code_mix(text: str, source: str, reference: str, src: str, tgt: str, s: Cod
 
 
 def length_units(text: str, lang: str) -> int:
-    """Words, or characters for zh/ja (a Latin word inside counts as one)."""
-    return len(tokens(text))
+    """Words, or characters for zh/ja, where a word in another script (a name kept in Latin
+    letters: Merkel for 默克尔) counts as LATIN_WORD_CHARS characters."""
+    toks = tokens(text)
+    if lang not in _CJK_TARGETS:
+        return len(toks)
+    return sum(1 if _is_cjk(t) else LATIN_WORD_CHARS for t in toks)
 
 
 def coverage_ratio(text: str, source: str, reference: str, src: str, tgt: str) -> float | None:

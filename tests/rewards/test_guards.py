@@ -90,6 +90,10 @@ def test_repeated_share():
     ("The symbol 福 means good fortune.", "福字代表好运。", "The character 福 stands for good fortune.",
      "zh-en", False),  # the reference keeps the character
     ("The kids play soccer in the park as their parents look on.", ZH, EN, "zh-en", False),
+    ("Angela Merkel在巴黎会见了Emmanuel Macron。", "Angela Merkel met Emmanuel Macron in Paris.",
+     "安格拉·默克尔在巴黎会见了埃马纽埃尔·马克龙。", "en-zh", False),  # the source's names kept in Latin letters
+    ("Angela Merkel在巴黎会见了many people。", "Angela Merkel met many people in Paris.",
+     "安格拉·默克尔在巴黎会见了许多人。", "en-zh", True),  # ... but not its other words
 ])
 def test_code_mix(hyp, src, ref, pair, fired):
     assert _fired("code_mix", hyp, src, ref, pair) is fired
@@ -109,6 +113,8 @@ def test_length_coverage():
     # without a reference: skipped unless asked, then against the source times the pair's ratio
     assert not _fired("length_coverage", half, ZH, "", "zh-en")
     assert _fired("length_coverage", half, ZH, "", "zh-en", without_reference=True)
+    # a name kept in Latin letters in a zh answer counts as 2 characters
+    assert coverage_ratio("Merkel在巴黎。", "", "默克尔在巴黎。", "en", "zh") == pytest.approx((2 + 3 + 2) / (6 + 2))
     assert coverage_ratio("孩子们在踢球。", EN, "", "en", "zh") == pytest.approx((6 + 2) / (12 * 1.5 + 2))  # 12 words
 
 
