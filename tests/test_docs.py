@@ -95,6 +95,19 @@ def _composes(override: str) -> bool:
     return True
 
 
+def _in_verl(key: str) -> bool:
+    """verl has the key, or the key lies under one of verl's open dicts (an empty mapping in its
+    defaults, such as override_config or engine_kwargs.vllm: any key may go there)."""
+    if _select(verl_defaults(), key) is not _MISSING:
+        return True
+    parts = key.split(".")
+    for i in range(len(parts) - 1, 0, -1):
+        node = _select(verl_defaults(), ".".join(parts[:i]))
+        if node is not _MISSING:
+            return OmegaConf.is_dict(node) and len(node) == 0
+    return False
+
+
 def key_problem(token: str) -> str | None:
     """None if `token` names a real key / group option, else what is wrong. Tokens that are not
     config keys of ours or verl's (module names, file names, prose) are not judged."""
@@ -104,7 +117,7 @@ def key_problem(token: str) -> str | None:
     _, key, value = m.groups()
     first = key.split(".")[0]
     if key.startswith("verl."):
-        return None if _select(verl_defaults(), key[5:]) is not _MISSING else f"verl has no key {key[5:]}"
+        return None if _in_verl(key[5:]) else f"verl has no key {key[5:]}"
     if "." not in key:
         if value is None:
             return None  # a bare name
@@ -120,11 +133,11 @@ def key_problem(token: str) -> str | None:
     if first in composed():
         if _select(composed(), key) is not _MISSING:
             return None
-        if _select(verl_defaults(), key) is not _MISSING:
+        if _in_verl(key):
             return None  # a verl key named with its verl path (e.g. trainer.use_v1)
         return f"no config key {key}"
     if first in verl_defaults():
-        return None if _select(verl_defaults(), key) is not _MISSING else f"verl has no key {key}"
+        return None if _in_verl(key) else f"verl has no key {key}"
     return None
 
 
@@ -154,6 +167,9 @@ def test_key_check_can_fail():
     assert key_problem("reward=nope") == "reward has no option nope"
     assert key_problem("gpus=2,'3'") is None and key_problem("gpus=6") is None
     assert key_problem("gpus=six") == "gpus=six is not a valid value"
+    # under one of verl's open dicts any key goes; beside it, not
+    assert key_problem("actor_rollout_ref.model.override_config.attn_implementation") is None
+    assert key_problem("actor_rollout_ref.model.bogus_key") == "verl has no key actor_rollout_ref.model.bogus_key"
 
 
 # --------------------------------------------------------------------------------------------
@@ -281,7 +297,7 @@ def named_files():
                     yield _rel(f), p
 
 
-# a page named without its folder (`RESULTS.md`, `DESIGN.md`): a Markdown file of the repo. Only .md:
+# a page named without its folder (`RESULTS.md`): a Markdown file of the repo. Only .md:
 # bare .py/.yaml names in comments are mostly verl's, comet's or Ray's files, cited on purpose.
 BARE = re.compile(r"(?<![\w./~$-])([A-Za-z][\w-]*\.md)\b(?![/\w])")
 # pages the project writes into run and evaluation dirs (src/report/summary.py, src/evaluate/outputs.py)

@@ -23,7 +23,7 @@ from src.plan.table import render
 
 from .conftest import launch
 
-FLASH = "2.8.3"  # what `make setup PLATFORM=gpu FLASH_ATTN=1` installs (DESIGN.md: verl's fsdp extra)
+FLASH = "2.8.3"  # what `make setup PLATFORM=gpu FLASH_ATTN=1` installs (envs/lock/train-gpu-flash-attn.txt: verl's fsdp extra)
 
 
 @pytest.fixture(scope="module")
