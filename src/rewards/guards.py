@@ -3,8 +3,9 @@
 
     wrong_language   the right script but the wrong language (French for an English target,
                      Japanese for a Chinese one): language ID (py3langid, the langid.py fork; its
-                     139-language model ships in the wheel), restricted to `languages`, on the
-                     answer without names and numbers
+                     139-language model ships in the wheel; or the anchors' fastText model,
+                     OpenLID-v2 or GlotLID, from reward.guards.wrong_language.model), restricted
+                     to `languages`, on the answer without names and numbers
     repetition       a loop shorter than 4x: the share of the answer's tokens inside an n-gram seen
                      before in the answer, against the same share in the reference
     code_mix         source-language text left in the answer: tokens in the source's script (zh<->en)
@@ -21,13 +22,16 @@ benches/guards.py, benches/RESULTS.md ("Reward guards"); tests/fixtures/hack_set
 """
 from __future__ import annotations
 
+import os
 import re
+import struct
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 
 from src.rewards.degenerate import _CYRILLIC, _HAN, _HANGUL, _KANA, _LATIN, ANALYSED_CHARS, base_lang
 from src.rewards.settings import (GUARD_NAMES, CodeMixSettings, GuardSettings, LengthCoverageSettings, RepetitionSettings,
-                                  WrongLanguageSettings)
+                                  RewardConfigError, WrongLanguageSettings)
 
 NAMES = GUARD_NAMES
 FLAGS = tuple(f"guard_{n}" for n in NAMES)
@@ -118,9 +122,10 @@ def _identifier():
     return LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
 
 
-def known_languages() -> list[str]:
-    """The codes the identifier knows (settings check reward.guards.wrong_language.languages)."""
-    return _identifier().labels
+def known_languages(model: str | None = None) -> list[str]:
+    """The codes the identifier knows (settings check reward.guards.wrong_language.languages):
+    py3langid's, or those of the fastText model at `model` (which this loads)."""
+    return _identifier().labels if model is None else sorted(set(fasttext_lid(model).code_of.values()))
 
 
 @lru_cache(maxsize=8)
@@ -130,6 +135,118 @@ def _restricted(languages: tuple[str, ...]):
     ident = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
     ident.set_languages(list(languages))
     return ident
+
+
+# ISO 639-1 code -> ISO 639-3 (the 639-2/T code, as OpenLID-v2 and GlotLID labels name languages)
+_ISO_639_1 = dict(pair.split(":") for pair in """
+    aa:aar ab:abk ae:ave af:afr ak:aka am:amh an:arg ar:ara as:asm av:ava ay:aym az:aze ba:bak be:bel
+    bg:bul bi:bis bm:bam bn:ben bo:bod br:bre bs:bos ca:cat ce:che ch:cha co:cos cr:cre cs:ces cu:chu
+    cv:chv cy:cym da:dan de:deu dv:div dz:dzo ee:ewe el:ell en:eng eo:epo es:spa et:est eu:eus fa:fas
+    ff:ful fi:fin fj:fij fo:fao fr:fra fy:fry ga:gle gd:gla gl:glg gn:grn gu:guj gv:glv ha:hau he:heb
+    hi:hin ho:hmo hr:hrv ht:hat hu:hun hy:hye hz:her ia:ina id:ind ie:ile ig:ibo ii:iii ik:ipk io:ido
+    is:isl it:ita iu:iku ja:jpn jv:jav ka:kat kg:kon ki:kik kj:kua kk:kaz kl:kal km:khm kn:kan ko:kor
+    kr:kau ks:kas ku:kur kv:kom kw:cor ky:kir la:lat lb:ltz lg:lug li:lim ln:lin lo:lao lt:lit lu:lub
+    lv:lav mg:mlg mh:mah mi:mri mk:mkd ml:mal mn:mon mr:mar ms:msa mt:mlt my:mya na:nau nb:nob nd:nde
+    ne:nep ng:ndo nl:nld nn:nno no:nor nr:nbl nv:nav ny:nya oc:oci oj:oji om:orm or:ori os:oss pa:pan
+    pi:pli pl:pol ps:pus pt:por qu:que rm:roh rn:run ro:ron ru:rus rw:kin sa:san sc:srd sd:snd se:sme
+    sg:sag si:sin sk:slk sl:slv sm:smo sn:sna so:som sq:sqi sr:srp ss:ssw st:sot su:sun sv:swe sw:swa
+    ta:tam te:tel tg:tgk th:tha ti:tir tk:tuk tl:tgl tn:tsn to:ton tr:tur ts:tso tt:tat tw:twi ty:tah
+    ug:uig uk:ukr ur:urd uz:uzb ve:ven vi:vie vo:vol wa:wln wo:wol xh:xho yi:yid yo:yor za:zha zh:zho
+    zu:zul""".split())
+# the individual languages OpenLID-v2 / GlotLID label where ISO 639-1 names their macrolanguage
+# (Mandarin is zh, Standard Arabic ar, Iranian Persian fa, ...)
+_MACRO_MEMBERS = {"cmn": "zh", "arb": "ar", "pes": "fa", "prs": "fa", "zsm": "ms", "ekk": "et", "lvs": "lv",
+                  "npi": "ne", "khk": "mn", "uzn": "uz", "swh": "sw", "ydd": "yi", "azj": "az", "azb": "az",
+                  "als": "sq", "plt": "mg", "gaz": "om", "quy": "qu", "ory": "or", "pbt": "ps", "kmr": "ku",
+                  "ckb": "ku"}
+_ISO_639_3 = {three: two for two, three in _ISO_639_1.items()} | _MACRO_MEMBERS
+FASTTEXT_LABEL = "__label__"
+
+
+def lid_code(label: str) -> str:
+    """A fastText LID label (OpenLID-v2 / GlotLID: __label__eng_Latn, __label__zho_Hans) -> the
+    project's code: ISO 639-1 where the language (or its macrolanguage) has one, else the ISO
+    639-3 code as the label gives it (yue, wuu: py3langid names these the same); the script is
+    dropped (zho_Hans and zho_Hant are both zh)."""
+    lang = label.removeprefix(FASTTEXT_LABEL).split("_")[0]
+    return _ISO_639_3.get(lang, lang)
+
+
+class FastTextLID:
+    """A fastText LID model, its labels mapped to the project's codes (lid_code)."""
+
+    def __init__(self, path: str, model) -> None:
+        self.path, self.model = path, model
+        self.code_of = {label: lid_code(label) for label in model.get_labels()}
+
+    def classify(self, text: str, languages: tuple[str, ...]) -> tuple[str, float] | None:
+        """(language, probability) among `languages`, as py3langid's set_languages restricts: the
+        labels' probabilities summed per code (zho_Hans + zho_Hant), renormalised over `languages`."""
+        labels, probs = self.model.predict(" ".join(text.split()), k=-1)  # fastText: one line
+        mass = dict.fromkeys(languages, 0.0)
+        for label, p in zip(labels, probs):
+            code = self.code_of[label]
+            if code in mass:
+                mass[code] += float(p)
+        total = sum(mass.values())
+        if total <= 0.0:
+            return None
+        best = max(mass, key=mass.__getitem__)
+        return best, mass[best] / total
+
+
+_FASTTEXT_MAGIC = 793712314
+
+
+def _cut_short(path: str) -> str | None:
+    """Why a fastText .bin is incomplete, None if it is not. fastText's loader does not fail on a file
+    cut short (an interrupted download): it loops inside the dictionary or reads zeros. The layout
+    (fastText src/fasttext.cc saveModel: magic, version, Args of 12 int32 + a double, the
+    Dictionary's size/nwords/nlabels, ..., then qout and the output matrix last: nlabels x dim
+    floats, nwords x dim for word vectors) says from the header how the file must end. A .ftz
+    quantized with -qout ends otherwise."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        head = f.read(76)
+        if len(head) < 4 or struct.unpack_from("<i", head)[0] != _FASTTEXT_MAGIC:
+            return None  # not fastText: its loader says "wrong file format"
+        if len(head) < 76:
+            return f"{size} bytes, less than its header"
+        dim = struct.unpack_from("<i", head, 8)[0]
+        nwords, nlabels = struct.unpack_from("<ii", head, 68)
+        want = nlabels or nwords
+        tail = 17 + 4 * want * dim
+        if dim > 0 and want > 0 and size >= 76 + tail:
+            f.seek(size - tail)
+            qout, rows, cols = struct.unpack("<?qq", f.read(17))
+            if not qout and (rows, cols) == (want, dim):
+                return None
+    return f"its {size} bytes do not end with the {want} x {dim} output matrix its header announces: cut short?"
+
+
+@lru_cache(maxsize=2)
+def fasttext_lid(path: str) -> FastTextLID:
+    """The fastText model at `path`, loaded once per process (the launcher's check, each reward
+    worker); a missing or unreadable file is one RewardConfigError line."""
+    key = "reward.guards.wrong_language.model"
+    if not Path(path).is_file():
+        raise RewardConfigError(f"{key}: {path} not found; put an OpenLID-v2 or GlotLID fastText .bin there "
+                                f"or set it to null (py3langid)")
+    incomplete = _cut_short(path)
+    if incomplete:
+        raise RewardConfigError(f"{key}: {path} is not a complete fastText model ({incomplete}); download it again")
+    import fasttext  # the fasttext-numpy2 wheel (envs/train.in)
+
+    try:
+        model = fasttext.load_model(path)
+        labels = model.get_labels()
+    except Exception as exc:  # fastText: ValueError "... has wrong file format!"
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        raise RewardConfigError(f"{key}: {path} is not a fastText model ({reason})") from None
+    if not labels or not all(label.startswith(FASTTEXT_LABEL) for label in labels):
+        raise RewardConfigError(f"{key}: {path} is a fastText model without {FASTTEXT_LABEL} labels, not a "
+                                f"language identifier such as OpenLID-v2 or GlotLID")
+    return FastTextLID(path, model)
 
 
 def _lid_text(text: str, tgt: str) -> str:
@@ -153,6 +270,8 @@ def identify(text: str, tgt: str, s: WrongLanguageSettings) -> tuple[str, float]
     sample = _lid_text(text, tgt)
     if sum(ch.isalpha() for ch in sample) < s.min_letters:
         return None
+    if s.model is not None:
+        return fasttext_lid(s.model).classify(sample, s.languages)
     return _restricted(s.languages).classify(sample)
 
 

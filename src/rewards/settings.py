@@ -14,7 +14,7 @@ Stdlib only: the reward workers import it.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -63,6 +63,9 @@ class WrongLanguageSettings:
     min_confidence: float
     # letters left after removing names and numbers below which the answer is not judged
     min_letters: int
+    # a fastText LID model (OpenLID-v2, GlotLID .bin; labels mapped by src.rewards.guards.lid_code)
+    # instead of py3langid; absent in reward kwargs written before it existed: py3langid, as then
+    model: str | None = None
 
 
 @dataclass(frozen=True)
@@ -314,7 +317,7 @@ def _guards(value: Mapping[str, Any] | None) -> GuardSettings:
         fields = cls.__dataclass_fields__
         if not sub:
             sub = {f: _GUARDS_OFF[name][f] for f in fields}
-        missing = [f for f in fields if f not in sub]
+        missing = [f for f in fields if f not in sub and fields[f].default is MISSING]
         extra = [f for f in sub if f not in fields]
         if missing or extra:
             bad = (f"lacks {missing[0]!r}" if missing else f"has unknown key {extra[0]!r}")
@@ -330,6 +333,11 @@ def _guards(value: Mapping[str, Any] | None) -> GuardSettings:
                 if isinstance(v, str) or not all(isinstance(x, str) for x in (v or ())):
                     raise RewardConfigError(f"reward.{key} must be a list of language codes, got {v!r}")
                 kw[f] = tuple(v)
+            elif f == "model":
+                if v is not None and (not isinstance(v, str) or not v.strip()):
+                    raise RewardConfigError(f"reward.{key} must be null (py3langid) or the path of a fastText "
+                                            f"LID model, got {v!r}")
+                kw[f] = v
             elif f in ("min_letters", "min_tokens"):
                 if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                     raise RewardConfigError(f"reward.{key} must be an integer >= 0, got {v!r}")
@@ -349,11 +357,12 @@ def _check_guards(s: GuardSettings) -> None:
     if w.enable:
         from src.rewards.guards import known_languages  # loads the LID model: only when on
 
-        known = set(known_languages())
+        known = set(known_languages(w.model))  # a model that is missing or does not load: one line
         bad = [lang for lang in w.languages if lang not in known]
+        identifier = "py3langid" if w.model is None else f"the fastText model {w.model}"
         if bad or len(w.languages) < 2:
             raise RewardConfigError(f"reward.guards.wrong_language.languages: {bad[0]!r} is not a language the identifier "
-                        f"knows (py3langid: ISO 639-1 codes such as en, de, zh, ja)" if bad else
+                        f"knows ({identifier}: ISO 639-1 codes such as en, de, zh, ja)" if bad else
                         "reward.guards.wrong_language.languages needs at least two languages")
     for key, share in (("repetition.max_share", r.max_share), ("repetition.margin", r.margin),
                        ("code_mix.max_share", c.max_share)):
@@ -367,7 +376,7 @@ def _check_guards(s: GuardSettings) -> None:
 # every guard off (the settings of a replayed verl config from before the guards)
 _GUARDS_OFF = {
     "wrong_language": {"enable": False, "penalty": -1.0, "languages": ["en", "zh"], "min_confidence": 0.9,
-                       "min_letters": 12},
+                       "min_letters": 12, "model": None},
     "repetition": {"enable": False, "penalty": -1.0, "max_share": 0.3, "margin": 0.2, "min_tokens": 8},
     "code_mix": {"enable": False, "penalty": -1.0, "max_share": 0.2, "min_tokens": 2},
     "length_coverage": {"enable": False, "penalty": -1.0, "min_ratio": 0.6, "max_ratio": 1.8,
@@ -439,6 +448,10 @@ def reward_kwargs(reward_cfg: Mapping[str, Any], scorer_models: Mapping[str, Any
     if reward_cfg.get("guards") is not None:
         kw["guards"] = {name: {k: (list(v) if k == "languages" else v) for k, v in dict(sub).items()}
                         for name, sub in dict(reward_cfg["guards"]).items()}
+        lid = kw["guards"].get("wrong_language") or {}
+        if isinstance(lid.get("model"), str) and lid["model"].strip():
+            # absolute, as the QE checkpoints: the reward workers do not run in the launcher's directory
+            lid["model"] = str(Path(root or Path.cwd()) / Path(lid["model"]).expanduser())
     RewardSettings.from_kwargs(kw)  # refuse at launch what would fail in the workers
     return kw
 
