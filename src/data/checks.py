@@ -40,7 +40,7 @@ def check_prepared(path: str | Path, what: str, template: str, split: str) -> in
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    fix = f"prepare it with `python -m src.data.prepare --split {split} --template {template} ...` (README: Data)"
+    fix = f"prepare it with `python -m src.data.prepare --split {split} --template {template} ...` (docs/data-and-report.md)"
     try:
         meta = pq.ParquetFile(path)
         schema, rows = meta.schema_arrow, meta.metadata.num_rows

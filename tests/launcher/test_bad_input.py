@@ -125,7 +125,7 @@ def test_empty_val_file_is_refused(capsys, isolated_paths, tmp_path):
     pq.write_table(table.slice(0, 0), d / "val.parquet")
     line = refused(capsys, ["reward=comet", "dry_run=true"] + paths)
     assert line == (f"error: val data {d / 'val.parquet'} has 0 rows; prepare it with `python -m src.data.prepare "
-                    f"--split val --template base ...` (README: Data)"), line
+                    f"--split val --template base ...` (docs/data-and-report.md)"), line
 
 
 def test_data_prepared_with_another_template_is_refused(capsys, isolated_paths, tmp_path):

@@ -20,11 +20,13 @@ import time
 import urllib.request
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
+from src.data.parquet_io import write_parquet_atomic
+from src.data.rows import Example, make_row
 from tests.rewards.conftest import NETGUARD
+
+EXAMPLE = Example(src="这只猫坐在垫子上。", tgt="The cat sat on the mat.", src_lang="zh", tgt_lang="en")
 
 REPO = Path(__file__).resolve().parents[2]
 STAND_IN = REPO / "tests" / "slurm" / "stand_in_train.py"
@@ -90,8 +92,10 @@ class Run:
         data = tmp / "data" / "wmt_zh_en"
         data.mkdir(parents=True)
         for split in ("train", "val"):
-            # preflight reads the split tags (validation rows must say so); nothing else reads them here
-            pq.write_table(pa.table({"extra_info": [{"split": split}]}), data / f"{split}.parquet")
+            # rows as src.data.prepare writes them (the launcher checks their schema, split tags and
+            # template before anything runs); the stand-in training reads none of them
+            write_parquet_atomic([make_row(EXAMPLE, dataset_name="wmt_zh_en", template="base", split=split,
+                                           index=0)], data / f"{split}.parquet")
         stand_in = " ".join([sys.executable, str(STAND_IN), "--qe-health", "--token-file", str(self.token_file),
                              *stand_in_args])
         self.args = [sys.executable, "-m", "src.launch", "reward=comet", "gpus=2", "scorer.placement=cpu",
