@@ -138,6 +138,17 @@ def test_a_hand_edited_opt_in_lock_is_reported(tmp_path, monkeypatch):
         "envs/lock/train-gpu-flash-attn.txt: flash-attn==2.8.3 but the lock has flash-attn==2.8.2"]
 
 
+# make's own variables of an enclosing make (`make test` runs this file): without them `make` here
+# runs as typed in a shell (a sub-make would print "make[1]: Entering directory ..." lines)
+PARENT_MAKE_VARS = ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "MAKEOVERRIDES")
+
+
+def shell_env(**extra: str) -> dict:
+    environ = {k: v for k, v in os.environ.items() if k not in PARENT_MAKE_VARS and k != "PLATFORM"}
+    environ.update(extra)
+    return environ
+
+
 def make_n(*args, gpus=None, env=None):
     """`make -n setup ...` in the repo: the commands setup would run, nothing run. gpus: what a fake
     nvidia-smi first on PATH lists (None: one that fails, as on a machine without a driver)."""
@@ -145,8 +156,7 @@ def make_n(*args, gpus=None, env=None):
         fake = Path(bin_dir) / "nvidia-smi"
         fake.write_text("#!/bin/sh\n" + (f"echo '{gpus}'\n" if gpus else "echo 'NVIDIA-SMI has failed' >&2; exit 9\n"))
         fake.chmod(0o755)
-        environ = {k: v for k, v in os.environ.items() if k != "PLATFORM"}
-        environ.update(env or {}, PATH=f"{bin_dir}:{os.environ['PATH']}")
+        environ = shell_env(**(env or {}), PATH=f"{bin_dir}:{os.environ['PATH']}")
         return subprocess.run(["make", "-n", "setup", "VENV=/nonexistent/a", "SCORER_VENV=/nonexistent/b", *args],
                               cwd=ROOT, capture_output=True, text=True, env=environ)
 
@@ -188,22 +198,23 @@ def test_make_setup_refuses_a_bad_choice_in_one_line():
         assert len(result.stderr.splitlines()) == 1 and message in result.stderr
     for args, message in ((["PLATFORM=cpu"], "error: make wheelhouse needs WHEELHOUSE=DIR"),
                           (["WHEELHOUSE=/tmp/wh"], "error: make wheelhouse needs PLATFORM=gpu or PLATFORM=cpu")):
-        result = subprocess.run(["make", "-n", "wheelhouse", *args], cwd=ROOT, capture_output=True, text=True)
+        result = subprocess.run(["make", "-n", "wheelhouse", *args], cwd=ROOT, capture_output=True, text=True,
+                                env=shell_env())
         assert result.returncode == 2 and result.stdout == "" and message in result.stderr
 
 
 def test_make_wheelhouse_downloads_the_platforms_locks_for_the_compute_nodes_python():
     result = subprocess.run(["make", "-n", "wheelhouse", "PLATFORM=gpu", "WHEELHOUSE=/shared/wh", "PYTHON_VERSION=3.12"],
-                            cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHON_VERSION": "3.11.7"})
+                            cwd=ROOT, capture_output=True, text=True, env=shell_env(PYTHON_VERSION="3.11.7"))
     command = result.stdout.replace("\\\n", " ").split()
     assert command[1:6] == ["envs/wheelhouse.py", "--platform", "gpu", "--dest", "/shared/wh"]
     assert command[-4:] == ["--python-version", "3.12", "envs/lock/train-gpu.txt", "envs/lock/scorer-gpu.txt"]
     # a PYTHON_VERSION exported by a Python image (3.11.7) is not the compute node's choice
     plain = subprocess.run(["make", "-n", "wheelhouse", "PLATFORM=cpu", "WHEELHOUSE=/w"], cwd=ROOT, capture_output=True,
-                           text=True, env={**os.environ, "PYTHON_VERSION": "3.11.7"}).stdout
+                           text=True, env=shell_env(PYTHON_VERSION="3.11.7")).stdout
     assert "--python-version" not in plain and "--find-links /opt/wheels" in plain and "--sdists-of" not in plain
     flash = subprocess.run(["make", "-n", "wheelhouse", "PLATFORM=gpu", "FLASH_ATTN=1", "WHEELHOUSE=/w"], cwd=ROOT,
-                           capture_output=True, text=True).stdout
+                           capture_output=True, text=True, env=shell_env()).stdout
     assert "--sdists-of envs/lock/train-gpu-flash-attn.txt envs/lock/train-gpu.txt envs/lock/scorer-gpu.txt" in flash
 
 

@@ -69,19 +69,22 @@ def _sentence(rng: random.Random, label: str) -> str:
 @pytest.fixture(scope="module")
 def lid_model(tmp_path_factory) -> str:
     """A fastText LID model in the OpenLID-v2/GlotLID label format, trained here (about a second)."""
-    import fasttext
-
     rng = random.Random(0)
     folder = tmp_path_factory.mktemp("lid")
     train = folder / "train.txt"
     lines = [f"__label__{label} {_sentence(rng, label)}" for label in WORDS for _ in range(LINES_PER_LABEL)]
     rng.shuffle(lines)
     train.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    # character n-grams as OpenLID/GlotLID use (minn/maxn), a small dim and bucket: a ~1 MB model
-    model = fasttext.train_supervised(str(train), dim=16, epoch=25, lr=0.5, minn=1, maxn=4, bucket=20000, thread=1,
-                                      seed=0, verbose=0)
+    # character n-grams as OpenLID/GlotLID use (minn/maxn), a small dim and bucket: a ~1 MB model.
+    # Trained in a process of its own: inside the full test run (after torch and friends were loaded in
+    # this process) fastText's training loss went NaN at lr 0.5; a fresh interpreter and a lower lr
+    # give the same model every time.
     path = folder / "model.bin"
-    model.save_model(str(path))
+    code = ("import sys, fasttext; m = fasttext.train_supervised(sys.argv[1], dim=16, epoch=50, lr=0.2, minn=1, "
+            "maxn=4, bucket=20000, thread=1, seed=0, verbose=0); m.save_model(sys.argv[2])")
+    done = subprocess.run([sys.executable, "-c", code, str(train), str(path)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
     return str(path)
 
 

@@ -53,12 +53,15 @@ class Sweep:
         (self.tmp / "models" / "Qwen2.5-3B").mkdir(parents=True, exist_ok=True)
         data = self.tmp / "data" / "wmt_zh_en"
         data.mkdir(parents=True, exist_ok=True)
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+        from src.data.parquet_io import write_parquet_atomic
+        from src.data.rows import Example, make_row
 
-        # preflight reads each file's extra_info.split (src/node/preflight.py check_data_splits)
+        # rows as src.data.prepare writes them: the launcher checks their schema, split tags
+        # (src/node/preflight.py check_data_splits) and template before anything is submitted
+        example = Example(src="这只猫坐在垫子上。", tgt="The cat sat on the mat.", src_lang="zh", tgt_lang="en")
         for name, split in (("train.parquet", "train"), ("val.parquet", "val")):
-            pq.write_table(pa.table({"extra_info": [{"split": split}]}), data / name)
+            write_parquet_atomic([make_row(example, dataset_name="wmt_zh_en", template="base", split=split, index=0)],
+                                 data / name)
         return [f"paths.model_root={self.tmp}/models", f"paths.data_root={self.tmp}/data", "debug.skip_scorer=true"]
 
     def command(self, args: list[str]) -> list[str]:
