@@ -119,12 +119,15 @@ def test_kind_to_metric_is_what_each_user_had():
     from src.rewards.settings import sentence_model_components
 
     assert {m: set(k) for m, k in METRIC_KINDS.items()} == {
-        "comet": {"comet-da"}, "kiwi": {"cometkiwi", "referenceless"}, "xcomet": {"xcomet", "unified"}}
+        "comet": {"comet-da"}, "kiwi": {"cometkiwi", "referenceless"}, "xcomet": {"xcomet", "unified"},
+        "metricx": {"metricx"} if "metricx" in KINDS else set()}
     models = yaml.safe_load((ROOT / "conf" / "scorer" / "default.yaml").read_text(encoding="utf-8"))["models"]
     for name, spec in models.items():
         # conf/scorer's needs_ref (the launcher's copy, read without the scorer) agrees with the kind
         assert spec["needs_ref"] == (KINDS[spec["kind"]].ref == "required"), name
-    sentence = [n for n, spec in models.items() if not KINDS[spec["kind"]].word_level]
+    # one model per metric (a group names one of each: metricx24_xl or _xxl)
+    sentence = list({KINDS[spec["kind"]].metric: n for n, spec in reversed(models.items())
+                     if not KINDS[spec["kind"]].word_level}.values())
     roles = sentence_model_components({"name": "t", "sentence_models": sentence}, models)
     assert {r: KINDS[models[n]["kind"]].metric for r, n in roles.items() if n} == {r: r for r, n in roles.items() if n}
 

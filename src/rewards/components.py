@@ -29,11 +29,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar, Mapping
 
+from src.scorer.vocabulary import METRICX_METRIC, unit_score
+
 # The roles a component can read a QE model's answer under (reward kwargs `models`):
-#   comet  a reference-based sentence model (COMET-DA), from reward.sentence_models/validation_models
-#   kiwi   a QE sentence model (CometKiwi), idem
-#   span   the group's span_model (XCOMET): score, MQM, error spans, word tags
-MODEL_ROLES = ("comet", "kiwi", "span")
+#   comet    a reference-based sentence model (COMET-DA), from reward.sentence_models/validation_models
+#   kiwi     a QE sentence model (CometKiwi), idem
+#   metricx  a MetricX-24 model (QE mode; reference mode with reward.metricx.reference), idem
+#   span     the group's span_model (XCOMET): score, MQM, error spans, word tags
+# A sentence model's role is the metric src.scorer.vocabulary.metric_of gives its kind.
+MODEL_ROLES = ("comet", "kiwi", "metricx", "span")
 # what the span model can be asked for (src/scorer/schema.py `want`)
 SPAN_OUTPUTS = ("score", "spans", "word_tags")
 
@@ -58,6 +62,10 @@ class RewardComponent:
     span_outputs: ClassVar[tuple[str, ...]] = ()
     # default clip range of the normalised value, used unless reward.clip.<name> says otherwise
     clip: ClassVar[tuple[float, float]] = (0.0, 1.0)
+    # False: part of a run (a key of its reward kwargs and of every result) only when the group names
+    # a model for its role or weights it; a component added after runs were recorded keeps their
+    # verl config, run id and logged keys as they were (src/rewards/settings.py run_components)
+    in_every_run: ClassVar[bool] = True
 
     def value(self, x: ComponentInput) -> float | None:
         """The logged value, or None when it cannot be computed for this row (then a weighted
@@ -194,6 +202,25 @@ class OkRatio(RewardComponent):
         words = (x.answers.get("span") or {}).get("word_tags") or []
         tagged = [w.get("tag") for w in words if isinstance(w, dict) and w.get("tag") in ("OK", "BAD")]
         return (sum(1 for t in tagged if t == "OK") / len(tagged)) if tagged else None
+
+
+@register_component
+class MetricX(RewardComponent):
+    """MetricX-24 (google-research/metricx, metricx24/), QE mode by default. Logged as the model's raw
+    score: 0 (no error) to 25, LOWER IS BETTER (src/scorer/vocabulary.py SCALES). Weighted and
+    clipped as 1 - score/25 (vocabulary.unit_score): 0..1, higher is better, like the COMET family,
+    so reward.clip.metricx and the weights read as they do for kiwi. Linear on purpose: MetricX's
+    score is MQM-like (about 1 point per minor, 5 per major error), so each error costs the reward
+    the same whatever the rest of the translation scored."""
+    name = "metricx"
+    model = METRICX_METRIC
+    in_every_run = False
+
+    def value(self, x: ComponentInput) -> float | None:
+        return _score(x.answers.get(METRICX_METRIC))
+
+    def normalised(self, value: float) -> float:
+        return unit_score(METRICX_METRIC, value)
 
 
 BUILTIN = known()

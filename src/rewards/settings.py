@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from src.rewards import components, plugins
-from src.scorer.vocabulary import metric_of
+from src.scorer.vocabulary import METRICX_METRIC, metric_of
 
 # The answer components are registered classes (src/rewards/components.py): built-in ones and the
 # user's, loaded from reward.plugins (src/rewards/plugins.py) before any weight is read.
@@ -127,6 +127,12 @@ class SpanSettings:
 
 
 @dataclass(frozen=True)
+class MetricXSettings:
+    # send the reference too (MetricX's reference mode) on rows that have one; false: QE mode
+    reference: bool
+
+
+@dataclass(frozen=True)
 class ClientSettings:
     timeout_s: float
     retries: int
@@ -154,6 +160,8 @@ class RewardSettings:
     plugins: tuple[str, ...] = ()
     # the guards against gaming the QE reward (all off for kwargs written before they existed)
     guards: GuardSettings | None = None
+    # MetricX-24 requests; in the kwargs only when the run has the metricx component (QE mode without)
+    metricx: MetricXSettings = MetricXSettings(reference=False)
 
     @property
     def span_at_validation(self) -> bool:
@@ -170,6 +178,9 @@ class RewardSettings:
             names = plugins.component_names(specs)
         except (plugins.PluginError, components.ComponentError) as exc:
             raise RewardConfigError(str(exc)) from None
+        # a component not in every run is in this one when the launcher wrote its weight (run_components)
+        names = tuple(n for n in names if components.get_component(n).in_every_run
+                      or n in dict(kw.get("train_weights") or {}))
         try:
             s = cls(
                 reward=str(kw["reward"]),
@@ -199,6 +210,7 @@ class RewardSettings:
                     max_connections=int(kw["client"]["max_connections"])),
                 plugins=specs,
                 guards=_guards(kw.get("guards")),
+                metricx=_metricx(kw.get("metricx")),
             )
         except KeyError as exc:
             raise RewardConfigError(f"reward kwargs lack {exc.args[0]!r} (build them with "
@@ -262,8 +274,9 @@ def _missing_model_message(label: str, comp: str, role: str, weight: float, mode
     if role == "span":
         return (f"{key}.{comp}={weight} needs the span model: set reward.span_model (and reward.mode=train "
                 f"or eval; it is {mode})")
-    kind = "a reference-based COMET-DA model (e.g. comet_da)" if role == "comet" else \
-        "a QE model such as CometKiwi (e.g. cometkiwi_da)"
+    kind = {"comet": "a reference-based COMET-DA model (e.g. comet_da)",
+            METRICX_METRIC: "a MetricX-24 model (e.g. metricx24_xl)"}.get(role, "a QE model such as CometKiwi "
+                                                                                 "(e.g. cometkiwi_da)")
     return f"{key}.{comp}={weight} needs {kind} in reward.sentence_models or reward.validation_models"
 
 
@@ -297,6 +310,14 @@ def _clips(value: Any, names: tuple[str, ...]) -> dict[str, tuple[float, float]]
         raise RewardConfigError(f"reward.clip: unknown component {unknown[0]!r} (known: {', '.join(names)})")
     return {c: _range(given[c], f"clip.{c}") if c in given else tuple(components.get_component(c).clip)
             for c in names}
+
+
+def _metricx(value: Mapping[str, Any] | None) -> MetricXSettings:
+    """reward kwargs `metricx` -> settings; absent (no metricx component in the run): QE mode."""
+    given = dict(value or {"reference": False})
+    if set(given) != {"reference"} or not isinstance(given["reference"], bool):
+        raise RewardConfigError(f"reward.metricx must be {{reference: true|false}}, got {given}")
+    return MetricXSettings(reference=given["reference"])
 
 
 _GUARD_CLASSES = {"wrong_language": WrongLanguageSettings, "repetition": RepetitionSettings,
@@ -388,8 +409,11 @@ _GUARDS_OFF = {
 # launch side
 # ----------------------------------------------------------------------------------------------
 def sentence_model_components(reward_cfg: Mapping[str, Any], scorer_models: Mapping[str, Any]) -> dict:
-    """Model role comet/kiwi -> scorer model name, from the group's sentence and validation models:
-    a model that needs the reference is COMET-DA-like (comet), one that does not is QE (kiwi)."""
+    """Model role comet/kiwi/metricx -> scorer model name, from the group's sentence and validation
+    models, by the metric its kind gives (src.scorer.vocabulary.metric_of): a model that needs the
+    reference is COMET-DA-like (comet), one that does not is QE (kiwi), a MetricX one is metricx.
+    comet and kiwi are always keys (None: no such model); metricx only when the group names one, so
+    the reward kwargs (verl config, run id) of a group without MetricX stay as they were."""
     out: dict[str, str | None] = {"comet": None, "kiwi": None}
     names = list(dict.fromkeys(list(reward_cfg.get("sentence_models") or [])
                                + list(reward_cfg.get("validation_models") or [])))
@@ -397,8 +421,9 @@ def sentence_model_components(reward_cfg: Mapping[str, Any], scorer_models: Mapp
         if name not in scorer_models:
             raise RewardConfigError(f"reward {reward_cfg.get('name')} names scorer model {name!r}, which "
                                     f"conf/scorer does not define (known: {', '.join(sorted(scorer_models))})")
-        comp = metric_of(bool(scorer_models[name].get("needs_ref")))
-        if out[comp] is not None:
+        spec = scorer_models[name]
+        comp = metric_of(bool(spec.get("needs_ref")), kind=spec.get("kind"))
+        if out.get(comp) is not None:
             raise RewardConfigError(f"reward {reward_cfg.get('name')}: two {comp} models ({out[comp]}, {name}); "
                                     f"keep one in reward.sentence_models/validation_models")
         out[comp] = name
@@ -419,6 +444,9 @@ def reward_kwargs(reward_cfg: Mapping[str, Any], scorer_models: Mapping[str, Any
     models = {**sentence_model_components(reward_cfg, scorer_models), "span": span_model}
     train = _weights(reward_cfg["weights"], "weights", names)
     validation = _weights(reward_cfg["validation"]["weights"], "validation.weights", names)
+    names = run_components(names, models, train, validation)
+    train = {c: w for c, w in train.items() if c in names}
+    validation = {c: w for c, w in validation.items() if c in names}
     if mode != "train":
         # the span model is not part of the training reward; a group that has nothing else
         # trains on the validation reward (format + CometKiwi + BLEU), which is always loaded
@@ -445,6 +473,8 @@ def reward_kwargs(reward_cfg: Mapping[str, Any], scorer_models: Mapping[str, Any
     }
     if specs:  # only then: the verl config (and run id) of a run without plugins stays as it was
         kw["plugins"] = specs
+    if METRICX_METRIC in names:  # idem: only a run with MetricX has its settings
+        kw["metricx"] = {"reference": (reward_cfg.get("metricx") or {}).get("reference", False)}
     if reward_cfg.get("guards") is not None:
         kw["guards"] = {name: {k: (list(v) if k == "languages" else v) for k, v in dict(sub).items()}
                         for name, sub in dict(reward_cfg["guards"]).items()}
@@ -454,6 +484,19 @@ def reward_kwargs(reward_cfg: Mapping[str, Any], scorer_models: Mapping[str, Any
             lid["model"] = str(Path(root or Path.cwd()) / Path(lid["model"]).expanduser())
     RewardSettings.from_kwargs(kw)  # refuse at launch what would fail in the workers
     return kw
+
+
+def run_components(names: tuple[str, ...], models: Mapping[str, str | None], train: Mapping[str, float],
+                   validation: Mapping[str, float]) -> tuple[str, ...]:
+    """The components of this run: every one `in_every_run`, and each other one (MetricX) when the
+    group names a model for its role (then it is logged at validation: a held-out metric when its
+    training weight is 0) or weights it (a missing model is refused by RewardSettings then)."""
+    def used(name: str) -> bool:
+        comp = components.get_component(name)
+        return (comp.in_every_run or train.get(name, 0.0) != 0.0 or validation.get(name, 0.0) != 0.0
+                or (comp.model is not None and models.get(comp.model) is not None))
+
+    return tuple(n for n in names if used(n))
 
 
 def score_bounds(s: RewardSettings, validation: bool) -> tuple[float, float]:
