@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Optional
 
+from src.rewards import normalise
 from src.rewards.credit.launch import CreditConfigError, TokenCreditPlan
 from src.rewards.credit.launch import plan as plan_token_credit
 
@@ -163,7 +164,8 @@ def build_plan(cfg: dict, run_dir: str, gpu_memory_gb: Optional[float] = None, f
         adjustments.append(Adjustment("gpu_memory_utilization", memory.vllm_share_ceiling, memory.vllm_share, why))
     try:
         token_credit = plan_token_credit(cfg)
-    except CreditConfigError as exc:
+        normalise.mode(cfg)  # reward.normalise: refused here, before the precheck passes (src/rewards/normalise.py)
+    except (CreditConfigError, normalise.NormaliseConfigError) as exc:
         raise PlanError(str(exc)) from None
     rules = stop_rules(cfg)
     attention = plan_attention(model, passthrough, installed_flash_attn() if flash_attn is _PROBE else flash_attn,

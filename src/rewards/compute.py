@@ -17,7 +17,8 @@ same for every group so runs compare), and every component the group can compute
 The returned dict always has the same keys (verl stacks each key across the batch): numbers, or
 None where a component was not computed (verl's validation metrics skip None), plus the strings
 `format_error`, `src`, `translation` (exactly the scored text) and `error_spans` (JSON); with
-reward.credit=token also `credit_ranges` (JSON, src/rewards/credit/ranges.py).
+reward.credit=token also `credit_ranges` (JSON, src/rewards/credit/ranges.py); with
+reward.normalise=per_component also `reward_parts` (JSON, src/rewards/normalise.py).
 
 The package, module by module:
     parsing.py         strict <think>/<translate> format per prompt template
@@ -29,6 +30,7 @@ The package, module by module:
     client.py          shared aiohttp client to the QE scoring service (src/scorer)
     qe.py              which models a row needs, their answers as components
     combine.py         discrete thresholds, clipping, weights
+    normalise.py       reward.normalise=per_component: the score's parts, each normalised in its group
     settings.py        reward group config -> verl reward_kwargs -> validated settings
     components_log.py  per-sample components for src/report ($QE_REWARD_COMPONENTS_DIR)
     compute.py         compute_score, the function verl calls
@@ -41,7 +43,7 @@ import json
 from typing import Any, Mapping
 
 from src.data.templates import expected_format
-from src.rewards import components_log
+from src.rewards import components_log, normalise
 from src.rewards.combine import answer_score
 from src.rewards.components import ComponentInput, get_component
 from src.rewards.credit import ranges as credit_ranges
@@ -114,6 +116,7 @@ async def compute_score(data_source: str, solution_str: str, ground_truth: str, 
     values: dict[str, float | None] = {c: None for c in s.train_weights}
     values.update({f"n_{sev}": None for sev in SEVERITIES})
     degenerate, guards, qe = Degenerate(), Guards(), QEResult()
+    scored = False  # the answer is answer_score's weighted sum (not a floor or a penalty)
     if not parsed.ok:
         format_part, answer = s.format.floor, s.format.answer_floor
     else:
@@ -138,7 +141,7 @@ async def compute_score(data_source: str, solution_str: str, ground_truth: str, 
             answer = min(p for p in (degenerate.penalty(s.degenerate) if degenerate.any else None,
                                      guards.penalty(s.guards)) if p is not None)
         else:
-            answer = answer_score(values, s, validation)
+            answer, scored = answer_score(values, s, validation), True
 
     score = format_part + answer
     result = {
@@ -160,6 +163,9 @@ async def compute_score(data_source: str, solution_str: str, ground_truth: str, 
         result[credit_ranges.RESULT_KEY] = credit_ranges.encode(
             credit_ranges.response_ranges(errors, parsed.translation, parsed.start, credit), len(response),
             train=not validation)
+    if normalise.enabled(kwargs):
+        result[normalise.RESULT_KEY] = normalise.encode(
+            normalise.parts(values, s, validation, format_part, answer, scored))
     components_log.write(components_log.step_of(info), "val" if validation else "train",
                          {k: v for k, v in result.items() if k != "score_rounded"})
     return result

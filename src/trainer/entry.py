@@ -13,6 +13,8 @@ The seams, all in verl 0.9.1:
   (verl/trainer/ppo/v1/trainer_base.py, get_trainer_cls reads TRAINER_REGISTRY). In the TaskRunner
   actor's own process, that registry entry is pointed at a subclass of verl's registered class
   for the duration of `run`; `register_trainer` refuses re-registration, so the entry is set directly.
+- The subclass also holds, with reward.normalise=per_component, the batch's reward parts around
+  verl's `_compute_advantage` (src/trainer/parts.py; inactive with any other estimator).
 - The subclass hooks `on_step_end`, which `PPOTrainer.fit` calls once per step after the step's
   update and after verl's periodic `_save_checkpoint` (trainer_base.py, PPOTrainer.fit). There,
   on a time-limit request (src/trainer/time_limit.py), it calls verl's own `_save_checkpoint()` (actor and
@@ -37,6 +39,7 @@ import os
 import time
 
 from . import time_limit
+from .parts import RewardPartsAdvantage
 
 logger = logging.getLogger(__name__)
 
@@ -70,10 +73,12 @@ _CLASSES: dict[type, type] = {}
 
 
 def time_limited(base: type) -> type:
-    """verl's trainer class `base` with TimeLimitSave; one class per base (kept, for isinstance)."""
+    """verl's trainer class `base` with TimeLimitSave (and RewardPartsAdvantage); one class per base
+    (kept, for isinstance)."""
     if base not in _CLASSES:
         # __module__ given: verl's trainers are ABCs, and type() would otherwise name abc as the module
-        _CLASSES[base] = type(f"TimeLimited{base.__name__}", (TimeLimitSave, base), {"__module__": __name__})
+        _CLASSES[base] = type(f"TimeLimited{base.__name__}", (TimeLimitSave, RewardPartsAdvantage, base),
+                              {"__module__": __name__})
     return _CLASSES[base]
 
 
@@ -102,8 +107,10 @@ class TimeLimitTaskRunner(_task_runner_base()):
     """verl's TaskRunnerV1 whose trainer saves on a time-limit request (module docstring)."""
 
     def run(self, config):
+        from src.rewards import normalise
         from src.rewards.credit.estimator import register_for  # grpo_token (reward.credit=token) in this process
         register_for(config)
+        normalise.register_for(config)  # grpo_per_component (reward.normalise=per_component)
 
         with time_limited_trainer(config.trainer.v1.trainer_mode) as cls:
             resolved = "; ".join(f"{what} -> {name}" for what, name in resolve_registrations(config))

@@ -37,7 +37,7 @@ FORMAT = 1
 # our code that takes part in the verdict (src/verl_config/ppo_trainer.py validate): an edit to any of them
 # must re-run verl. Paths relative to the code root.
 CHECK_CODE = ("src/verl_config/ppo_trainer.py", "src/verl_config/checks.py", "src/verl_config/cache.py",
-              "src/rewards/credit/launch.py", "src/rewards/credit/estimator.py")
+              "src/rewards/credit/launch.py", "src/rewards/credit/estimator.py", "src/rewards/normalise.py")
 _ROOT = Path(__file__).resolve().parents[2]
 
 

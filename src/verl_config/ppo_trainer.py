@@ -15,6 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from src.config import hydra_internal
 from src.plan import RunPlan
+from src.rewards import normalise
 from src.rewards import settings as rewards_settings
 from src.rewards.credit import launch as credit_launch
 
@@ -86,8 +87,10 @@ VERL_KEYS: list[tuple[str, Callable[[RunPlan, dict], Any]]] = [
     ("actor_rollout_ref.ref.log_prob_max_token_len_per_gpu",
         lambda p, c: p.batch.max_token_len_per_gpu or 2 * (p.max_prompt_length + p.max_response_length)),
     # algorithm
-    # grpo_token with reward.credit=token (src/rewards/credit/estimator.py), else the algo's
-    ("algorithm.adv_estimator", lambda p, c: credit_launch.adv_estimator(p.token_credit, c["algo"]["adv_estimator"])),
+    # grpo_token with reward.credit=token (src/rewards/credit/estimator.py), grpo_per_component with
+    # reward.normalise=per_component (src/rewards/normalise.py; the two exclude each other), else the algo's
+    ("algorithm.adv_estimator", lambda p, c: normalise.adv_estimator(
+        c, credit_launch.adv_estimator(p.token_credit, c["algo"]["adv_estimator"]))),
     ("algorithm.norm_adv_by_std_in_grpo", lambda p, c: c["algo"]["norm_adv_by_std_in_grpo"]),
     ("algorithm.use_kl_in_reward", lambda p, c: False),
     ("algorithm.filter_groups.enable", lambda p, c: c["algo"]["filter_groups"]["enable"]),
@@ -113,7 +116,7 @@ VERL_KEYS: list[tuple[str, Callable[[RunPlan, dict], Any]]] = [
     ("reward.custom_reward_function.name", lambda p, c: "compute_score"),
     ("+reward.custom_reward_function.reward_kwargs",
         lambda p, c: {**rewards_settings.reward_kwargs(c["reward"], c["scorer"]["models"], c["paths"]["root_dir"]),
-                      **credit_launch.reward_kwargs(p.token_credit)}),
+                      **credit_launch.reward_kwargs(p.token_credit), **normalise.reward_kwargs(c)}),
     ("reward.reward_manager.source", lambda p, c: _manager(c)[0]),
     ("reward.reward_manager.name", lambda p, c: _manager(c)[1]),
     ("reward.reward_manager.module.path", lambda p, c: _manager(c)[2]),
@@ -225,6 +228,7 @@ def _run_verl_validation(cfg: DictConfig) -> list:
         validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
         # registers grpo_token here as the trainer process will, so verl_checks finds it in verl's registry
         credit_launch.check(cfg)
+        normalise.check_verl(cfg)  # registers grpo_per_component here too, for the same reason
         checks.run(cfg)
     return list(caught)
 

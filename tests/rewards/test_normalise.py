@@ -1,0 +1,226 @@
+"""reward.normalise=per_component (src/rewards/normalise.py): each part of the score normalised within
+its GRPO group, then weighted and summed; reward.normalise=sum is verl's grpo, as before.
+
+Through verl 0.9.1's own code wherever it runs on CPU: the verl config the launcher builds (validated
+by verl), the reward function run by verl's reward manager (`run_single`), the trajectory written as
+verl's agent loop writes it (AgentLoopOutput.as_dict, list_of_dict_to_tensordict), and the advantage
+computed by verl's own `_compute_advantage` of its sync trainer (the class the TaskRunner runs:
+src.trainer.entry.time_limited(PPOTrainerSync)) -> compute_advantage -> the registered estimator ->
+verl's compute_grpo_outcome_advantage. What is not verl's: `Store`, an in-memory stand-in for
+TransferQueue's kv_batch_get / kv_batch_put (tests/lifecycle/test_lost_groups.py does the same for
+the replay buffer). The expected values are computed here from sacrebleu, the plugin's formula and
+the reward's rules, not by the code under test. No QE model is weighted in training: no scorer call.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import sacrebleu
+
+from tests.rewards.conftest import extra_info
+from tests.rewards.test_verl_managers import REF, SRC, manager, run, sample, tokenizer, verl_config_for
+
+__all__ = ["tokenizer"]  # the module-scoped fixture, shared
+
+LENGTH = "tests/fixtures/reward_plugins/length_match.py"
+# training answer = bleu (weight set per test) + 0.5 * length_match; kiwi weight 0: no scorer call
+BASE = ("reward=comet", "algo=grpo", "reward.weights.kiwi=0", f"reward.plugins=[{LENGTH}]",
+        "+reward.weights.length_match=0.5")
+PER_COMPONENT = BASE + ("reward.normalise=per_component",)
+EPS = 1e-6  # verl's compute_grpo_outcome_advantage default epsilon
+
+TRANSLATIONS = ["The cat sat on the mat.", "The cat is sitting on the mat.", "A cat sat on a mat there.",
+                "The cat sat.", "On the mat sat the cat, quietly.", "The cat was sitting on the mat today."]
+GROUPS = {
+    # uid -> responses: three well-formed answers and one with a broken format
+    "p0": [f"<think>x</think>\n<translate>{t}</translate>" for t in TRANSLATIONS[:3]] + [f"{TRANSLATIONS[0]}"],
+    # three well-formed answers and an empty one (degenerate: format bonus + empty penalty)
+    "p1": [f"<think>x</think>\n<translate>{t}</translate>" for t in TRANSLATIONS[3:]]
+          + ["<think>x</think>\n<translate></translate>"],
+}
+
+
+def expected_parts(response: str) -> dict[str, float]:
+    """The reward's parts by its documented rules (conf/reward_base/default.yaml)."""
+    if not response.startswith("<think>"):
+        return {"bleu": 0.0, "length_match": 0.0, "rest": -1.0 + -2.0}  # format floor + answer floor
+    mt = response.split("<translate>")[1].split("</translate>")[0]
+    if not mt:
+        return {"bleu": 0.0, "length_match": 0.0, "rest": 1.0 + -2.0}  # format bonus + empty penalty
+    bleu = sacrebleu.sentence_bleu(mt, [REF], tokenize="13a", use_effective_order=True).score / 100
+    return {"bleu": min(max(bleu, 0.0), 1.0), "length_match": 1.0 - min(1.0, abs(len(mt) / len(REF) - 1.0)),
+            "rest": 1.0}
+
+
+def z(values: list[float]) -> np.ndarray:
+    """A group's values normalised as verl's GRPO does (torch.std: unbiased)."""
+    v = np.asarray(values, dtype=np.float64)
+    return (v - v.mean()) / (v.std(ddof=1) + EPS)
+
+
+class Store:
+    """TransferQueue's kv_batch_get / kv_batch_put as verl's _compute_advantage uses them, in memory:
+    a get returns the selected fields of the keys as verl's own list_of_dict_to_tensordict builds
+    them (nested where lengths differ, non-tensor stacks for the rest)."""
+
+    def __init__(self):
+        self.rows: dict[str, dict] = {}
+
+    def kv_batch_get(self, keys, partition_id, select_fields):
+        from verl.utils.tensordict_utils import list_of_dict_to_tensordict
+
+        rows = [self.rows[k] for k in keys]
+        present = [f for f in select_fields if f in rows[0]]
+        return list_of_dict_to_tensordict([{f: row[f] for f in present} for row in rows])
+
+    def kv_batch_put(self, keys, partition_id, fields):
+        from transfer_queue import KVBatchMeta
+
+        for name in fields.keys():
+            for key, value in zip(keys, fields[name].unbind(0), strict=True):
+                self.rows[key][name] = value
+        return KVBatchMeta(keys=list(keys), tags=[{} for _ in keys], partition_id=partition_id)
+
+
+def trajectories(tokenizer, overrides: tuple[str, ...]) -> tuple[Store, list[str], dict[str, dict]]:
+    """Every response scored by verl's reward manager for the config of `overrides`, written to the
+    store as verl's V1 agent loop writes it (agent_loop_tq.py, _agent_loop_postprocess)."""
+    from verl.experimental.agent_loop.agent_loop import AgentLoopMetrics, AgentLoopOutput
+
+    mgr = manager(tokenizer, *overrides)
+    store, keys, extras = Store(), [], {}
+    for uid, responses in GROUPS.items():
+        for session, response in enumerate(responses):
+            data = sample(tokenizer, response, extra_info(SRC))
+            out = run(mgr, data)
+            prompt = data.batch["prompts"][0].tolist()
+            ids = tokenizer(response, add_special_tokens=False)["input_ids"]
+            loop_out = AgentLoopOutput(prompt_ids=prompt, response_ids=ids, response_mask=[1] * len(ids),
+                                       reward_score=out["reward_score"], metrics=AgentLoopMetrics(),
+                                       extra_fields={"reward_extra_info": out["reward_extra_info"]})
+            field = loop_out.as_dict()
+            field.update({"uid": uid, "session_id": session})
+            key = f"{uid}_{session}_0"
+            store.rows[key], extras[key] = field, out["reward_extra_info"]
+            keys.append(key)
+    return store, keys, extras
+
+
+def advantages(monkeypatch, tokenizer, overrides: tuple[str, ...]) -> tuple[dict[str, float], dict[str, dict]]:
+    """Per trajectory key: the advantage verl's sync trainer writes back (one value on every response
+    token, checked), and the reward_extra_info."""
+    from transfer_queue import KVBatchMeta
+    from verl.trainer.ppo.v1 import PPOTrainerSync, trainer_base
+
+    from src.rewards import normalise
+    from src.trainer import entry
+
+    store, keys, extras = trajectories(tokenizer, overrides)
+    monkeypatch.setattr(trainer_base, "tq", store)
+    config = verl_config_for(*overrides)
+    normalise.register_for(config)  # the TaskRunner's call (entry.py TimeLimitTaskRunner.run)
+    trainer = object.__new__(entry.time_limited(PPOTrainerSync))  # only what _compute_advantage reads
+    trainer.config = config
+    metrics: dict = {}
+    trainer._compute_advantage(KVBatchMeta(keys=keys, tags=[{} for _ in keys], partition_id="train"), metrics)
+    out = {}
+    for key in keys:
+        adv = store.rows[key]["advantages"]
+        assert adv.shape == store.rows[key]["response_mask"].shape
+        assert np.allclose(adv.numpy(), float(adv[0]), atol=1e-6), "an outcome advantage: one value per response"
+        out[key] = float(adv[0])
+    return out, extras
+
+
+def test_sum_is_verls_grpo_and_adds_nothing_to_the_config(monkeypatch, tokenizer, no_scorer_env):
+    from omegaconf import OmegaConf
+
+    explicit = verl_config_for(*BASE, "reward.normalise=sum")
+    assert OmegaConf.to_container(explicit) == OmegaConf.to_container(verl_config_for(*BASE))
+    assert explicit.algorithm.adv_estimator == "grpo"
+    assert "normalise" not in explicit.reward.custom_reward_function.reward_kwargs
+    adv, extras = advantages(monkeypatch, tokenizer, BASE + ("reward.normalise=sum",))
+    assert not any("reward_parts" in e for e in extras.values())
+    for uid, responses in GROUPS.items():
+        keys = [f"{uid}_{i}_0" for i in range(len(responses))]
+        scores = [extras[k]["score"] for k in keys]
+        assert [adv[k] for k in keys] == pytest.approx(list(z(scores)), abs=1e-5)
+
+
+def test_per_component_normalises_each_part_in_its_group_before_the_weights(monkeypatch, tokenizer, no_scorer_env):
+    config = verl_config_for(*PER_COMPONENT)
+    assert config.algorithm.adv_estimator == "grpo_per_component"
+    assert config.reward.custom_reward_function.reward_kwargs.normalise == "per_component"
+    adv, extras = advantages(monkeypatch, tokenizer, PER_COMPONENT)
+    differs = False
+    for uid, responses in GROUPS.items():
+        keys = [f"{uid}_{i}_0" for i in range(len(responses))]
+        parts = [expected_parts(r) for r in responses]
+        for key, p in zip(keys, parts):
+            import json
+            assert json.loads(extras[key]["reward_parts"]) == pytest.approx(p, abs=1e-9)
+        expected = (1.0 * z([p["bleu"] for p in parts]) + 0.5 * z([p["length_match"] for p in parts])
+                    + z([p["rest"] for p in parts]))
+        got = [adv[k] for k in keys]
+        assert got == pytest.approx(list(expected), abs=1e-4)
+        # the logged score stays the sum, and its grpo advantage is another one
+        summed = z([extras[k]["score"] for k in keys])
+        differs |= not np.allclose(got, summed, atol=1e-3)
+    assert differs
+
+
+def test_weights_apply_after_normalisation(monkeypatch, tokenizer, no_scorer_env):
+    """Doubling BLEU's weight adds BLEU normalised in its group once more: per group mean 0, std 1
+    (weighting before the normalisation would leave the advantage unchanged)."""
+    one, _ = advantages(monkeypatch, tokenizer, PER_COMPONENT)
+    two, _ = advantages(monkeypatch, tokenizer, PER_COMPONENT + ("reward.weights.bleu=2.0",))
+    for uid, responses in GROUPS.items():
+        keys = [f"{uid}_{i}_0" for i in range(len(responses))]
+        added = np.array([two[k] - one[k] for k in keys])
+        assert abs(added.mean()) < 1e-4 and added.std(ddof=1) == pytest.approx(1.0, abs=1e-3)
+
+
+def test_the_estimator_refuses_rows_that_are_not_the_held_ones():
+    import torch
+
+    from src.rewards import normalise
+
+    normalise.register()
+    mask = torch.ones(2, 3)
+    with normalise.batch_parts(["a", "a"], [[0.1, 1.0], [0.2, 1.0]], {"bleu": 1.0, "rest": 1.0}):
+        with pytest.raises(RuntimeError, match="is not the one whose parts were read"):
+            normalise.compute_per_component_advantage(torch.zeros(2, 3), mask, np.array(["a", "b"], dtype=object))
+    with pytest.raises(RuntimeError, match="without the batch's reward parts"):
+        normalise.compute_per_component_advantage(torch.zeros(2, 3), mask, np.array(["a", "a"], dtype=object))
+
+
+def test_parts_that_do_not_add_up_to_the_trained_score_are_refused():
+    from src.rewards import normalise
+
+    weights = {"bleu": 1.0, "rest": 1.0}
+    info = {"reward_parts": '{"bleu": 0.25, "rest": 1.0}'}
+    assert normalise.parts_matrix([info], weights, [1.25]) == [[0.25, 1.0]]
+    # verl's dapo manager's overlong penalty is part of the rest
+    assert normalise.parts_matrix([{**info, "overlong_reward": -0.5}], weights, [0.75]) == [[0.25, 0.5]]
+    with pytest.raises(RuntimeError, match="add up to 1.25, its score is 0.75"):
+        normalise.parts_matrix([info], weights, [0.75])
+    with pytest.raises(RuntimeError, match="has no 'reward_parts'"):
+        normalise.parts_matrix([{}], weights, [0.0])
+
+
+@pytest.mark.parametrize("overrides, says", [
+    (("reward.normalise=groupwise",), "reward.normalise must be sum or per_component, got 'groupwise'"),
+    (("reward=xcomet_xl", "reward.normalise=per_component", "reward.credit=token"),
+     "reward.normalise=per_component cannot be combined with reward.credit=token"),
+    (("reward.normalise=per_component", "algo.norm_adv_by_std_in_grpo=false"),
+     "without algo.norm_adv_by_std_in_grpo is the summed reward's advantage exactly"),
+    (("reward.normalise=per_component", "+verl.trainer.use_v1=false"), "needs verl's V1 trainer"),
+    (("reward.normalise=per_component", "+verl.algorithm.use_kl_in_reward=true"), "use_kl_in_reward=true"),
+])
+def test_combinations_that_cannot_work_are_refused_in_the_plan(overrides, says):
+    from src.config import compose_config
+    from src.plan import PlanError, build_plan
+
+    with pytest.raises(PlanError) as err:
+        build_plan(compose_config(["reward=comet", *overrides]), run_dir="/tmp/normalise-tests-run", flash_attn=None)
+    assert says in str(err.value) and "\n" not in str(err.value)
