@@ -99,7 +99,10 @@ def _clean(text: str) -> str:
 
 
 async def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_info: dict | None = None,
-                        **kwargs: Any) -> dict:
+                        *, ask_scorer: bool = True, **kwargs: Any) -> dict:
+    """`ask_scorer=False` (python -m src.rewards.inspect --no-scorer; verl never passes it): the QE
+    service is not asked, so every component that needs a QE model stays None, and a weighted one
+    counts at its lower clip bound (src/rewards/combine.py); everything else is computed as in training."""
     s = settings_from({k: v for k, v in kwargs.items() if k not in _VERL_EXTRA_KWARGS})
     info = dict(extra_info or {})
     if "template" not in info:
@@ -130,7 +133,8 @@ async def compute_score(data_source: str, solution_str: str, ground_truth: str, 
         # wrong-script and guarded ones, so its metrics describe every well-formed answer of a sane length
         measurable = not (degenerate.empty or degenerate.length_ratio)
         if measurable and (validation or not condemned):
-            qe = await assess(parsed.translation, source, reference, tgt_lang, s, validation)
+            if ask_scorer:
+                qe = await assess(parsed.translation, source, reference, tgt_lang, s, validation)
             row = ComponentInput(parsed.translation, source, reference, tgt_lang, qe.answers)
             for name in s.train_weights:
                 component = get_component(name)

@@ -14,9 +14,9 @@ compute_score's result but `score` and its strings src/translation/error_spans/c
 QE service: with `scorer_url=` (token in QE_SCORER_TOKEN) the running one; otherwise one started as
 `python -m src.evaluate` starts it (src/evaluate/scorer_service.py) with the models of the composed
 `scorer` group that the training reward weights. `--no-scorer` starts none and asks none:
-compute_score's QE step (src.rewards.qe.assess) is replaced by one that asks nothing, so every QE
-component stays null and the reward is compute_score's own arithmetic for a row the service was
-not asked about: a weighted QE component counts at its lower clip bound (src/rewards/combine.py).
+compute_score runs with `ask_scorer=False`, so every QE component stays null and the reward is
+compute_score's own arithmetic for a row the service was not asked about: a weighted QE component
+counts at its lower clip bound (src/rewards/combine.py).
 Format failures and degenerate answers score exactly as in training (they never reach the service).
 Not included: the overlong-buffer penalty algo=dapo's reward manager adds after the function
 returns (it reads the response's token count; the group filter reads `score_rounded` without it).
@@ -209,39 +209,16 @@ def training_models(kw: dict) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def qe_not_asked():
-    """compute_score with its QE step asking nothing (--no-scorer): the QEResult a row gets when no
-    model is asked, so every QE component stays None. The service's environment is cleared too, so
-    any other way to the service would raise rather than score."""
-    from src.rewards import compute
-    from src.rewards.qe import QEResult
-
-    if not hasattr(compute, "assess"):
-        raise RuntimeError("src.rewards.compute no longer calls qe.assess: --no-scorer cannot skip the QE step; "
-                           "update src/rewards/inspect.py qe_not_asked")
-
-    async def assess_nothing(*_args, **_kwargs):
-        return QEResult()
-
-    original = compute.assess
-    compute.assess = assess_nothing
-    try:
-        yield
-    finally:
-        compute.assess = original
-
-
-@contextlib.contextmanager
 def scorer_for(models: dict[str, str], tool: dict[str, str], scorer_cfg: dict, no_scorer: bool):
     """Sets QE_SCORER_URL/_TOKEN for compute_score for the block: the given service, one started
-    here, or none (--no-scorer, or a training reward without QE components)."""
+    here, or none (--no-scorer, or a training reward without QE components). With --no-scorer the
+    service's environment is cleared too (main), so any way to the service would raise, not score."""
     from src.rewards.client import ENV_TOKEN, ENV_URL
 
     if no_scorer or not models:
         if no_scorer and "scorer_url" in tool:
             raise UsageError("--no-scorer and scorer_url= contradict each other: drop one")
-        with qe_not_asked() if no_scorer else contextlib.nullcontext():
-            yield None
+        yield None
         return
     from src.evaluate import qe_metrics, scorer_service
     from src.evaluate.options import EvalOptions, UsageError as EvalUsageError
@@ -264,7 +241,7 @@ def scorer_for(models: dict[str, str], tool: dict[str, str], scorer_cfg: dict, n
         yield url
 
 
-async def _score_all(rows: list[Row], template: str, kw: dict) -> list[dict]:
+async def _score_all(rows: list[Row], template: str, kw: dict, ask_scorer: bool) -> list[dict]:
     from src.rewards.client import close_clients
     from src.rewards.compute import compute_score
 
@@ -275,7 +252,7 @@ async def _score_all(rows: list[Row], template: str, kw: dict) -> list[dict]:
         async with gate:
             # data_source as verl passes it (the parquet's data_source column: <dataset>/<lang_pair>)
             return await compute_score(f"inspect/{row.lang_pair}", response, row.ref,
-                                       extra_info(row, template, i), **kw)
+                                       extra_info(row, template, i), ask_scorer=ask_scorer, **kw)
 
     try:
         return list(await asyncio.gather(*(one(i, r) for i, r in enumerate(rows))))
@@ -373,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.no_scorer or "scorer_url" not in tool:
             os.environ.pop(ENV_URL, None)
         with scorer_for(training_models(kw), tool, cfg["scorer"], args.no_scorer):
-            results = asyncio.run(_score_all(rows, template, kw))
+            results = asyncio.run(_score_all(rows, template, kw, ask_scorer=not args.no_scorer))
         records = [record(r, res) for r, res in zip(rows, results)]
         if out is not None:
             write_jsonl(out, records)

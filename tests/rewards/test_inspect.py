@@ -119,6 +119,22 @@ def test_hyp_is_wrapped_in_the_runs_template(tmp_path, clean_env, capsys):
     assert second["components"]["format_error"] == "unexpected_think"  # rl asks for no <think>
 
 
+def test_compute_score_without_the_scorer_leaves_qe_null_and_asks_nothing(loop, no_scorer_env):
+    """compute_score's own switch, the one --no-scorer uses: no service is configured here, so a QE
+    call would raise (it does without the switch); with it the QE components are None and a weighted
+    one counts at its lower clip bound."""
+    from src.rewards.client import ScorerNotConfigured
+
+    kw = kwargs_for("comet")  # training answer: BLEU/100 + CometKiwi
+    src, ref, mt = "我喜欢读书。", "I like reading.", "I love reading."
+    response = f"<think>x</think><translate>{mt}</translate>"
+    out = loop.run_until_complete(compute_score("x/zh-en", response, ref, extra_info(src), ask_scorer=False, **kw))
+    assert out["kiwi"] is None and out["bleu"] == pytest.approx(sentence_bleu(mt, ref, "en"))
+    assert out["score"] == pytest.approx(1.0 + out["bleu"] / 100 + 0.0)
+    with pytest.raises(ScorerNotConfigured):
+        loop.run_until_complete(compute_score("x/zh-en", response, ref, extra_info(src), **kw))
+
+
 def test_no_scorer_asks_no_service(scorer_service, tmp_path, clean_env, capsys):
     """Even with a service in the environment, --no-scorer sends it nothing."""
     clean_env.setenv("QE_SCORER_URL", scorer_service.url)
