@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from .metrics import Metrics
-from .runner import ModelRunner
+from .backends import Runner
 from .schema import Item, ItemOptions, Measure
 
 log = logging.getLogger("scorer")
@@ -95,7 +95,7 @@ class Batcher:
     `concurrency` may be in flight, so the next batch is ready when a compute slot frees.
     Without it, `runner.run` does both on the compute thread."""
 
-    def __init__(self, runners: Dict[str, ModelRunner], executor: Executor, metrics: Metrics,
+    def __init__(self, runners: Dict[str, Runner], executor: Executor, metrics: Metrics,
                  batch_tokens: int, max_batch_items: int, max_wait_ms: float,
                  max_queue: int, concurrency: int = 1,
                  prep_executor: Optional[Executor] = None) -> None:

@@ -25,24 +25,32 @@ HF_PREFIX = "hf:"
 
 @dataclass(frozen=True)
 class KindInfo:
-    class_identifier: str  # comet's hparams.yaml `class_identifier`
+    class_identifier: str  # comet's hparams.yaml `class_identifier`; the model class otherwise
     ref: str  # "required" | "optional" | "ignored"
     word_level: bool  # has a tag head: spans, mqm and word tags are available
+    backend: str = "comet"  # the module of src/scorer/backends that serves it
+    empty_mt_score: float = 0.0  # the score of an empty MT unless the model's config says one: the worst
+    kind: str = ""  # its key in KINDS (filled in below)
 
     @property
     def metric(self) -> str:
-        """comet | kiwi | xcomet (vocabulary.METRICS): what the reward and the evaluation read it as."""
-        return metric_of(self.ref == "required", self.word_level)
+        """vocabulary.METRICS (comet | kiwi | xcomet | metricx): what the reward and the evaluation
+        read it as."""
+        return metric_of(self.ref == "required", self.word_level, kind=self.kind)
 
 
 # What each kind of checkpoint can do, known without loading it (the train env plans with it).
-KINDS: Dict[str, KindInfo] = {
+_KINDS: Dict[str, KindInfo] = {
     "comet-da": KindInfo("regression_metric", "required", False),  # wmt22-comet-da
     "referenceless": KindInfo("referenceless_regression_metric", "ignored", False),
     "cometkiwi": KindInfo("unified_metric", "ignored", False),  # wmt22/23-cometkiwi-da(-xl)
     "unified": KindInfo("unified_metric", "optional", True),  # unified + word-level head
     "xcomet": KindInfo("xcomet_metric", "optional", True),  # XCOMET-XL / XCOMET-XXL
+    # MetricX-24 hybrid (google/metricx-24-hybrid-*-v2p6): an error score in [0, 25], lower is better;
+    # QE mode without `ref`, reference mode with it (src/scorer/backends/metricx.py)
+    "metricx": KindInfo("MT5ForRegression", "optional", False, backend="metricx", empty_mt_score=25.0),
 }
+KINDS: Dict[str, KindInfo] = {kind: dataclasses.replace(info, kind=kind) for kind, info in _KINDS.items()}
 
 
 class ConfigError(ValueError):
@@ -58,11 +66,15 @@ class ModelSpec:
     # Local dir (or cached hub name) for the encoder config + tokenizer, overriding the
     # checkpoint's `pretrained_model` (e.g. xlm-roberta-large) so nothing is fetched.
     encoder: Optional[str] = None
-    # Score for empty / whitespace-only MT; the model is not run on it.
-    empty_mt_score: float = 0.0
+    # Score for empty / whitespace-only MT; the model is not run on it. None: the kind's worst score
+    # (KindInfo.empty_mt_score: 0.0 for comet kinds, 25.0 for metricx).
+    empty_mt_score: Optional[float] = None
     # comet's set_decoding_threshold: a subword is an error when P(error) > threshold;
     # None keeps comet's argmax rule. Word-level kinds only.
     decoding_threshold: Optional[float] = None
+    # metricx only: local dir (or cached hub name) of the mT5 tokenizer (google/mt5-xl for every
+    # MetricX-24 size, as metricx24/predict.py --tokenizer); None: the model dir must hold one.
+    tokenizer: Optional[str] = None
 
     @property
     def info(self) -> KindInfo:
@@ -75,6 +87,10 @@ class ModelSpec:
     @property
     def word_level(self) -> bool:
         return self.info.word_level
+
+    @property
+    def empty_score(self) -> float:
+        return self.info.empty_mt_score if self.empty_mt_score is None else self.empty_mt_score
 
 
 @dataclass
@@ -141,11 +157,17 @@ def _model_from_dict(name: str, data: Any, where: str) -> ModelSpec:
         raise ConfigError(f"{where}.path must be a non-empty string")
     if kind not in KINDS:
         raise ConfigError(f"{where}.kind must be one of {', '.join(KINDS)}; got {kind!r}")
-    encoder = data.get("encoder")
-    if encoder is not None and (not isinstance(encoder, str) or not encoder.strip()):
-        raise ConfigError(f"{where}.encoder must be a non-empty string or null")
-    empty = data.get("empty_mt_score", 0.0)
-    if not _is_num(empty):
+    backend = KINDS[kind].backend
+    for key, only in (("encoder", "comet"), ("tokenizer", "metricx")):
+        value = data.get(key)
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise ConfigError(f"{where}.{key} must be a non-empty string or null")
+        if value is not None and backend != only:
+            kinds = ", ".join(k for k, i in KINDS.items() if i.backend == only)
+            raise ConfigError(f"{where}.{key} only applies to kinds {kinds}, not {kind!r}")
+    encoder, tokenizer = data.get("encoder"), data.get("tokenizer")
+    empty = data.get("empty_mt_score")
+    if empty is not None and not _is_num(empty):
         raise ConfigError(f"{where}.empty_mt_score must be a finite number, got {empty!r}")
     thr = data.get("decoding_threshold")
     if thr is not None:
@@ -154,8 +176,9 @@ def _model_from_dict(name: str, data: Any, where: str) -> ModelSpec:
                               f"(unified, xcomet), not {kind!r}")
         if not _is_num(thr) or not 0.0 < thr < 1.0:
             raise ConfigError(f"{where}.decoding_threshold must be in (0, 1) or null, got {thr!r}")
-    return ModelSpec(path=path, kind=kind, encoder=encoder, empty_mt_score=float(empty),
-                     decoding_threshold=None if thr is None else float(thr))
+    return ModelSpec(path=path, kind=kind, encoder=encoder,
+                     empty_mt_score=None if empty is None else float(empty),
+                     decoding_threshold=None if thr is None else float(thr), tokenizer=tokenizer)
 
 
 def from_dict(data: Any, source: str = "<dict>") -> ScorerConfig:

@@ -21,7 +21,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from .batching import Batcher, BatchFailed, QueueFull, ShuttingDown
 from .config import ScorerConfig
 from .metrics import Metrics
-from .runner import ModelRunner
+from .backends import Runner
 from .schema import ModelInfo, RequestError, parse_score_request, results_for_empty_mt
 
 log = logging.getLogger("scorer")
@@ -73,7 +73,7 @@ class MalformedHttpLog(logging.Filter):
 class ServiceState:
     token: bytes
     cfg: ScorerConfig
-    runners: Dict[str, ModelRunner]
+    runners: Dict[str, Runner]
     batcher: Batcher
     metrics: Metrics
     peak_gpu_bytes: Callable[[], Optional[int]] = lambda: None
@@ -161,7 +161,7 @@ async def handle_score(request: web.Request) -> web.Response:
 
     runner = state.runners[req.model]
     info = state.infos[req.model]
-    empty_score = state.cfg.models[req.model].empty_mt_score
+    empty_score = state.cfg.models[req.model].empty_score
     todo = [i for i, it in enumerate(req.items) if it.mt.strip()]
     items = [req.items[i] for i in todo]
     if len(body) > MEASURE_OFF_LOOP_BYTES and state.measure_executor is not None:

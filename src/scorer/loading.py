@@ -1,4 +1,5 @@
-"""Finding and loading comet checkpoints, offline, with one-line errors.
+"""The comet backend's loading (src/scorer/backends/comet.py): finding and loading comet checkpoints,
+offline, with one-line errors; `local_model_dir` (an "hf:" path from the local cache) serves every backend.
 
 `resolve_checkpoint` is stdlib-only (plus huggingface_hub for "hf:" paths) so a missing model
 is reported before the ~10 s comet/torch import. The caller must have set HF_HUB_OFFLINE=1
@@ -11,34 +12,39 @@ import os
 from pathlib import Path
 import yaml
 
+from .backends import StartupError  # noqa: F401  (serve.py and the tests take it from here too)
 from .config import HF_PREFIX, KINDS, ModelSpec
-
-
-class StartupError(RuntimeError):
-    """Why the service cannot start, in one line."""
 
 
 def _hf_cache_hint() -> str:
     return os.environ.get("HF_HUB_CACHE") or os.environ.get("HF_HOME") or "~/.cache/huggingface"
 
 
+def local_model_dir(name: str, spec: ModelSpec) -> Path:
+    """models.<name>.path as a local path: "hf:Org/Name" from the local Hugging Face cache only
+    (StartupError when it is not there), anything else as written. Every backend resolves with it."""
+    raw = spec.path
+    if not raw.startswith(HF_PREFIX):
+        return Path(raw).expanduser()
+    repo = raw[len(HF_PREFIX):]
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(repo_id=repo, local_files_only=True))
+    except Exception:
+        raise StartupError(
+            f"model {name!r}: {repo} is not in the local Hugging Face cache "
+            f"({_hf_cache_hint()}); download it beforehand or point models.{name}.path "
+            f"at a local directory") from None
+
+
 def resolve_checkpoint(name: str, spec: ModelSpec) -> Path:
     """models.<name>.path -> the model.ckpt file (with hparams.yaml two levels up)."""
     raw = spec.path
+    base = local_model_dir(name, spec)
     if raw.startswith(HF_PREFIX):
-        repo = raw[len(HF_PREFIX):]
-        try:
-            from huggingface_hub import snapshot_download
-
-            base = Path(snapshot_download(repo_id=repo, local_files_only=True))
-        except Exception:
-            raise StartupError(
-                f"model {name!r}: {repo} is not in the local Hugging Face cache "
-                f"({_hf_cache_hint()}); download it beforehand or point models.{name}.path "
-                f"at a local directory") from None
         ckpt = base / "checkpoints" / "model.ckpt"
     else:
-        base = Path(raw).expanduser()
         ckpt = base if base.suffix == ".ckpt" else base / "checkpoints" / "model.ckpt"
     if not ckpt.is_file():
         looked = str(ckpt) if ckpt == base else f"{ckpt} (models.{name}.path: {raw})"

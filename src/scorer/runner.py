@@ -1,4 +1,5 @@
-"""One loaded comet model and its persistent inference loop.
+"""The comet backend's runner (src/scorer/backends/comet.py): one loaded comet model and its persistent
+inference loop.
 
 Instead of comet's `model.predict()` (a new Lightning Trainer + DataLoader per call, the model
 moved to the GPU and back each time), the model stays on its device and each batch goes
@@ -20,12 +21,12 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
-from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 
 from . import words
+from .backends import BaseRunner, PreparedBatch
 from .config import ModelSpec
 from .decode import FixedDecoder, install_fixed_decode, structural_ids, trim_span
 from .schema import Item, ItemOptions, Measure, ModelInfo
@@ -45,16 +46,7 @@ def _to_device(obj, device: torch.device):
     return obj
 
 
-@dataclass
-class PreparedBatch:
-    """A batch after `ModelRunner.prepare`: the items and comet's collated CPU tensors."""
-    items: Sequence[Item]
-    options: Sequence[ItemOptions]
-    measures: Sequence[Measure]
-    cpu_batch: object
-
-
-class ModelRunner:
+class ModelRunner(BaseRunner):
     def __init__(self, name: str, spec: ModelSpec, model, device: str = "cpu",
                  dtype: str = "fp32") -> None:
         self.name = name
@@ -214,19 +206,17 @@ class ModelRunner:
             cpu_batch = self.model.prepare_for_inference(self._samples(items, measures))
         return PreparedBatch(items, options, measures, cpu_batch)
 
-    def run(self, items: Sequence[Item], options: Sequence[ItemOptions],
-            measures: Sequence[Measure]) -> List[Dict]:
-        """Scores one batch: `prepare` then `compute`."""
-        return self.compute(self.prepare(items, options, measures))
-
-    def compute(self, prepared: PreparedBatch) -> List[Dict]:
-        """Forward pass, comet's predict_step (with the fixed span decoding), results. Safe to
-        call from several threads at once (CPU); the model's weights are only read."""
-        items, options, measures = prepared.items, prepared.options, prepared.measures
+    def forward(self, prepared: PreparedBatch):
+        """comet's predict_step (forward pass and the fixed span decoding) on the device."""
         cpu_batch = prepared.cpu_batch
         batch = cpu_batch if self.device.type == "cpu" else _to_device(cpu_batch, self.device)
         with torch.inference_mode(), self._autocast():
-            pred = self.model.predict_step(batch)
+            return self.model.predict_step(batch)
+
+    def decode(self, prepared: PreparedBatch, pred) -> List[Dict]:
+        """predict_step's output -> scores, MQM, spans, word tags per item."""
+        items, options, measures = prepared.items, prepared.options, prepared.measures
+        cpu_batch = prepared.cpu_batch
         scores = pred["scores"].float().cpu().tolist()
         meta = pred["metadata"] if "metadata" in pred else {}
         spans_all = meta.get("error_spans") if self.word_level else None

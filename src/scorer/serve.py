@@ -24,8 +24,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Dict, Optional, Tuple
 
+from .backends import StartupError, backend_for
 from .config import ConfigError, ScorerConfig, load_config
-from .loading import StartupError, resolve_checkpoint
 
 TOKEN_ENV = "QE_SCORER_TOKEN"
 LISTEN_BACKLOG = 1024
@@ -47,7 +47,7 @@ def _fail(msg: str) -> int:
 
 def parse_args(argv) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m src.scorer.serve",
-                                description="QE scoring service (unbabel-comet models over HTTP). "
+                                description="QE scoring service (unbabel-comet and MetricX models over HTTP). "
                                             f"The bearer token is read from ${TOKEN_ENV}.")
     p.add_argument("--config", required=True, help="scorer YAML config (see docs/scorer-api.md)")
     p.add_argument("--ready-file", help="written atomically once serving: {url, pid, models}")
@@ -141,11 +141,13 @@ def inference_threads(cfg: ScorerConfig) -> int:
     return 2 if (cores or 1) >= 2 else 1
 
 
-def load_runners(cfg: ScorerConfig, ckpts: Dict[str, Path]):
-    import torch
+def resolve_models(cfg: ScorerConfig) -> Dict[str, object]:
+    """Each model's files, found by its backend before torch is imported (StartupError: one line)."""
+    return {name: backend_for(spec.kind).resolve(name, spec) for name, spec in cfg.models.items()}
 
-    from .loading import load_comet_model
-    from .runner import ModelRunner
+
+def load_runners(cfg: ScorerConfig, files: Dict[str, object]):
+    import torch
 
     threads = inference_threads(cfg)
     if cfg.torch_threads:
@@ -160,15 +162,14 @@ def load_runners(cfg: ScorerConfig, ckpts: Dict[str, Path]):
                                f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r})")
     runners = {}
     for name, spec in cfg.models.items():
-        model = load_comet_model(name, spec, ckpts[name])
-        runner = ModelRunner(name, spec, model, device=cfg.device, dtype=cfg.dtype)
+        runner = backend_for(spec.kind).load(name, spec, files[name], cfg.device, cfg.dtype)
         try:
             runner.warm_up()
         except Exception as e:
             raise StartupError(f"model {name!r}: warm-up batch failed on {cfg.device}/"
                                f"{cfg.dtype}: {type(e).__name__}: {e}") from None
-        log.info("model %s loaded: %s (%s) on %s/%s", name, type(model).__name__,
-                 ckpts[name], cfg.device, cfg.dtype)
+        log.info("model %s loaded: %s (%s) on %s/%s", name, runner.info.model_class,
+                 files[name], cfg.device, cfg.dtype)
         runners[name] = runner
     return runners
 
@@ -265,7 +266,7 @@ def main(argv=None) -> int:
             if not 0 <= args.port <= 65535:
                 raise ConfigError(f"--port must be in [0, 65535], got {args.port}")
             cfg.port = args.port
-        ckpts = {name: resolve_checkpoint(name, spec) for name, spec in cfg.models.items()}
+        files = resolve_models(cfg)
     except (ConfigError, StartupError) as e:
         return _fail(str(e))
 
@@ -284,7 +285,7 @@ def main(argv=None) -> int:
         except OSError as e:
             return _fail(f"cannot listen on {cfg.host}:{cfg.port}: {e.strerror or e}")
         try:
-            runners = load_runners(cfg, ckpts)
+            runners = load_runners(cfg, files)
         except StartupError as e:
             sock.close()
             return _fail(str(e))

@@ -16,6 +16,8 @@ Layout under OUT:
         cometkiwi      unified_metric [mt, src]        src+mt       (wmt22/23-cometkiwi shape)
         unified-wl     unified_metric + word level     src+mt(+ref), tags O/minor/major
         xcomet         xcomet_metric on XLM-R-XL       src+mt(+ref), tags O/minor/major/critical
+    models/metricx/, tokenizers/mt5/       a MetricX-24 shaped mT5 (HF directory) and its tokenizer:
+                                           src/tiny_models/metricx.py
     models/xcomet-small/ (--with-small)   xcomet on a hidden-256 x 4-layer XL encoder that lives
                                           inside the model dir (encoder/), for benchmarks
     tiny_build.json                        written last: the tree is complete for this builder
@@ -32,6 +34,7 @@ import random
 import sys
 from pathlib import Path
 
+from . import metricx
 from .atomic import atomic_build, ensure
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -48,7 +51,10 @@ ENCODER_SHAPE = {"layers": 2, "hidden": 32, "ffn": 64, "heads": 2}
 
 
 def builder_hash() -> str:
-    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+    """Of this file and metricx.py: editing either builder invalidates the tree."""
+    h = hashlib.sha256(Path(__file__).read_bytes())
+    h.update(Path(__file__).with_name("metricx.py").read_bytes())
+    return h.hexdigest()[:16]
 
 
 def default_out() -> Path:
@@ -228,6 +234,7 @@ def build_base(tmp: Path, final: Path) -> None:
                 model.hidden2tag.bias.copy_(torch.tensor(bias))
         final_enc = final / enc.relative_to(tmp)
         save_checkpoint(model, tmp / "models" / name, final_enc)
+    metricx.build(tmp, tmp / "spm" / "corpus.txt")
 
 
 def build_small(tmp: Path, final: Path, spm_model: Path) -> None:
@@ -278,6 +285,9 @@ def main(argv: list[str]) -> int:
     for name in names:
         ck = checkpoint(out, name)
         print(f"{name:14s} {ck}  ({ck.stat().st_size / 1e6:.2f} MB)")
+    mx = out / metricx.MODEL_DIR
+    print(f"{'metricx':14s} {mx}  ({sum(f.stat().st_size for f in mx.iterdir()) / 1e6:.2f} MB; "
+          f"tokenizer {out / metricx.TOKENIZER_DIR})")
     print(f"tiny QE checkpoints {status}")
     print(out)
     return 0

@@ -38,7 +38,8 @@ def test_kind_capabilities_known_without_loading():
     assert not ModelSpec("/x", "cometkiwi").needs_ref
     assert ModelSpec("/x", "xcomet").word_level and ModelSpec("/x", "unified").word_level
     assert not ModelSpec("/x", "cometkiwi").word_level
-    assert set(KINDS) == {"comet-da", "referenceless", "cometkiwi", "unified", "xcomet"}
+    assert set(KINDS) == {"comet-da", "referenceless", "cometkiwi", "unified", "xcomet", "metricx"}
+    assert {k for k, info in KINDS.items() if info.backend != "comet"} == {"metricx"}
 
 
 def test_inference_threads_one_on_a_gpu_two_on_a_cpu(monkeypatch):
