@@ -13,14 +13,20 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from src.scorer.vocabulary import METRICS as QE_METRICS
+from src.scorer.vocabulary import METRICX_METRIC
+
 TEXT_METRICS = ("bleu", "chrf")
 ALL_METRICS = TEXT_METRICS + QE_METRICS
+# what `metrics` computes unless told: every metric but MetricX-24, whose checkpoints (3.7B / 13B,
+# plus the mT5 tokenizer) a setup has only when it fetched them: metrics=...,metricx adds it
+DEFAULT_METRICS = tuple(m for m in ALL_METRICS if m != METRICX_METRIC)
 GENERATORS = ("vllm", "file")
 EXTRACT_MODES = ("lenient", "strict")
 
 
 def model_option(metric: str) -> str:
-    """The option naming the service model of a QE metric: comet_model, kiwi_model, xcomet_model."""
+    """The option naming the service model of a QE metric: comet_model, kiwi_model, xcomet_model,
+    metricx_model."""
     return f"{metric}_model"
 
 
@@ -62,7 +68,7 @@ class EvalOptions:
     # lenient: a response with a broken format is still scored on its last <translate> part
     # (format_ok says which were broken); strict: a broken format scores as an empty translation
     extract: str = "lenient"
-    metrics: list = field(default_factory=lambda: list(ALL_METRICS))
+    metrics: list = field(default_factory=lambda: list(DEFAULT_METRICS))
     # the metrics the policy was trained on (e.g. trained_on=kiwi for reward=comet): the table marks
     # them "(trained)" and every other metric "(held out)", and summary.json lists both; empty = unmarked
     trained_on: list = field(default_factory=list)
@@ -73,8 +79,12 @@ class EvalOptions:
     comet_model: str = "comet_da"
     kiwi_model: str = "cometkiwi_da"
     xcomet_model: str = "xcomet_xl"
+    metricx_model: str = "metricx24_xl"
     # XCOMET with the reference (more accurate than its QE mode; spans either way)
     xcomet_reference: bool = True
+    # MetricX-24 in its reference mode (source + translation + reference); false: its QE mode, as the
+    # reward asks it by default (reward.metricx.reference=false)
+    metricx_reference: bool = True
     # items per /score request and requests in flight (the service batches them on its side)
     batch_items: int = 256
     concurrency: int = 4

@@ -16,9 +16,12 @@ from statistics import fmean
 
 from src.data.safe_write import new_dir_beside, publish_dir
 
+from src.scorer.vocabulary import METRICX_METRIC, SCALES
+
 from .options import ALL_METRICS
 
-# (key in a direction's row, column header, decimals); a column shows only when some row has it
+# (key in a direction's row, column header, decimals); a column shows only when some row has it.
+# A metric with a scale of its own says it in its header (MetricX-24: "0-25, lower is better").
 COLUMNS = (
     ("direction", "direction", None),
     ("segments", "segments", None),
@@ -32,8 +35,9 @@ COLUMNS = (
     ("n_minor", "minor/seg", 3),
     ("n_major", "major/seg", 3),
     ("n_critical", "critical/seg", 3),
+    (METRICX_METRIC, f"MetricX-24 ({SCALES[METRICX_METRIC].describe()})", 3),
 )
-SEGMENT_MEANS = ("comet", "kiwi", "xcomet", "xcomet_mqm", "n_minor", "n_major", "n_critical")
+SEGMENT_MEANS = ("comet", "kiwi", "xcomet", "xcomet_mqm", "n_minor", "n_major", "n_critical", METRICX_METRIC)
 TABLE_MD, TABLE_CSV, SEGMENTS_JSONL, SUMMARY_JSON = "scores.md", "scores.csv", "segments.jsonl", "summary.json"
 
 

@@ -1,4 +1,5 @@
-"""COMET-DA, CometKiwi and XCOMET (with error spans) from the QE scoring service (docs/scorer-api.md).
+"""COMET-DA, CometKiwi, XCOMET (with error spans) and MetricX-24 from the QE scoring service
+(docs/scorer-api.md). MetricX-24's score is kept raw: 0..25, lower is better (the tables say so).
 
 One ScorerClient (src/rewards/client.py: retries, backoff, clear errors) for the whole evaluation.
 Offline there is no per-trajectory latency to care about, so each request carries `batch_items`
@@ -67,8 +68,9 @@ def _finite(value):
         and math.isfinite(value) else None
 
 
-def _request_items(metric: str, inputs: list[QEInput], xcomet_reference: bool) -> tuple[list[dict], list[str]]:
-    items = [request_item(metric, x.src, x.mt, ref=x.ref, lang=x.tgt_lang, span_reference=xcomet_reference)
+def _request_items(metric: str, inputs: list[QEInput], opts: EvalOptions) -> tuple[list[dict], list[str]]:
+    items = [request_item(metric, x.src, x.mt, ref=x.ref, lang=x.tgt_lang, span_reference=opts.xcomet_reference,
+                          metricx_reference=opts.metricx_reference)
              for x in inputs]
     return items, (["score", "spans"] if metric == SPAN_METRIC else ["score"])
 
@@ -93,7 +95,7 @@ async def _score_all(url: str, token: str, inputs: list[QEInput], opts: EvalOpti
     try:
         jobs = {}
         for metric, model in names.items():
-            items, want = _request_items(metric, inputs, opts.xcomet_reference)
+            items, want = _request_items(metric, inputs, opts)
             jobs[metric] = _score_metric(client, model, items, want, opts.batch_items, gate)
         results = dict(zip(jobs, await asyncio.gather(*jobs.values())))
     finally:
@@ -112,7 +114,7 @@ async def _score_all(url: str, token: str, inputs: list[QEInput], opts: EvalOpti
 
 
 def score_segments(url: str, token: str, inputs: list[QEInput], opts: EvalOptions) -> list[dict]:
-    """Per segment: {comet, kiwi, xcomet, xcomet_mqm, spans, n_minor, n_major, n_critical,
+    """Per segment: {comet, kiwi, xcomet, xcomet_mqm, spans, n_minor, n_major, n_critical, metricx,
     <metric>_truncated} for the QE metrics asked for, exactly as the service answered."""
     if not opts.qe_metrics or not inputs:
         return [dict() for _ in inputs]

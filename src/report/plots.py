@@ -14,7 +14,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from .series import HeldOut, Throughput  # noqa: E402
+from src.scorer.vocabulary import SCALES, scale_of  # noqa: E402
+
+from .series import HeldOut, Throughput, label_metric  # noqa: E402
 
 DPI = 110
 
@@ -33,7 +35,8 @@ def plot_rewards(panels: dict[str, dict[str, pd.Series]]) -> Figure:
     nrows = math.ceil(n / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(5.2 * ncols, 3.6 * nrows), squeeze=False)
     for ax, (name, lines) in zip(axes.flat, panels.items()):
-        ax.set_title(name)
+        # a component on a scale of its own says it (MetricX-24 is logged raw: 0-25, lower is better)
+        ax.set_title(f"{name} ({scale_of(name).describe()})" if name in SCALES else name)
         ax.set_xlabel("step")
         if not lines:
             _no_data(ax, f"{name} values")
@@ -50,10 +53,48 @@ def plot_rewards(panels: dict[str, dict[str, pd.Series]]) -> Figure:
     return fig
 
 
+def _right_axis(ax, metric: str, what: str):
+    """A twin y axis for a metric on a scale of its own (MetricX-24: 0-25, lower is better),
+    inverted when lower is better, so that up means better for every line of the panel."""
+    scale = scale_of(metric)
+    twin = ax.twinx()
+    if not scale.higher_is_better:
+        twin.invert_yaxis()
+    twin.set_ylabel(f"{metric} {what} ({scale.describe()}{'; axis inverted' if not scale.higher_is_better else ''})",
+                    fontsize=8)
+    return twin
+
+
+def _align_zero(left, twin) -> None:
+    """Put the twin axis's 0 at the height of the left axis's 0 (the change panel: every line starts
+    at 0, so each one's rise or fall reads against the same baseline)."""
+    lo, hi = left.get_ylim()
+    f = (0.0 - lo) / (hi - lo)  # height of 0 on the left axis, 0 = bottom
+    values = [v for line in twin.get_lines() for v in line.get_ydata()]
+    if not values or not 0.0 < f < 1.0:
+        return
+    inverted = twin.yaxis_inverted()
+    up, down = (min(values), max(values)) if inverted else (max(values), min(values))  # values at top, bottom
+    # span S: the axis shows [0 - f*S, 0 + (1-f)*S] measured upward from the bottom
+    span = max(abs(up) / (1.0 - f), abs(down) / f, 1e-9) * 1.05
+    bottom, top = (f * span, -(1.0 - f) * span) if inverted else (-f * span, (1.0 - f) * span)
+    twin.set_ylim(bottom, top)
+
+
+def _legend_label(label: str) -> str:
+    metric = label_metric(label)
+    if metric not in SCALES:
+        return label
+    scale = scale_of(metric)
+    return f"{label} [right axis: {scale.describe()}{', inverted' if not scale.higher_is_better else ''}]"
+
+
 def plot_held_out(held: HeldOut) -> Figure:
     """Per direction, two panels: the validation values of the trained metrics (solid) and the
-    held-out ones (dashed), and each one's change since the first validation, on one scale, so a
-    trained metric that climbs away from the held-out ones shows as a widening gap."""
+    held-out ones (dashed), and each one's change since the first validation, so a trained metric
+    that climbs away from the held-out ones shows as a widening gap. COMET-family metrics (0-1,
+    higher is better) share the left axis; a metric on a scale of its own (MetricX-24: 0-25, lower
+    is better) gets a right axis, inverted so up is better for every line; the legend says which."""
     n = max(1, len(held.panels))
     fig, axes = plt.subplots(2, n, figsize=(5.6 * n, 7.0), squeeze=False)
     if not held.panels:
@@ -67,17 +108,27 @@ def plot_held_out(held: HeldOut) -> Figure:
         top, bottom = axes[0][col], axes[1][col]
         top.set_title(f"{direction}: validation value")
         bottom.set_title(f"{direction}: change since first validation")
+        twins: dict[tuple[int, str], object] = {}  # (panel, metric) -> its right axis
+        colors = iter(plt.rcParams["axes.prop_cycle"].by_key()["color"] * 4)
         for label, s in lines.items():
             style = {"linestyle": "-", "marker": "o"} if label.endswith("(trained)") else \
                 {"linestyle": "--", "marker": "s"}
+            metric, color = label_metric(label), next(colors)
             x = s.index.to_numpy()
-            top.plot(x, s.to_numpy(), label=label, markersize=3.5, **style)
-            bottom.plot(x, (s - s.iloc[0]).to_numpy(), label=label, markersize=3.5, **style)
-        for ax in (top, bottom):
+            for row, (ax, y, what) in enumerate(((top, s, "value"), (bottom, s - s.iloc[0], "change"))):
+                if metric in SCALES:
+                    ax = twins.get((row, metric)) or twins.setdefault((row, metric), _right_axis(ax, metric, what))
+                ax.plot(x, y.to_numpy(), label=label, markersize=3.5, color=color, **style)
+        for row, ax in enumerate((top, bottom)):
             ax.set_xlabel("step")
             ax.grid(alpha=0.3)
-            ax.legend(fontsize=8)
+            handles = [h for a in [ax] + [t for (r, _), t in twins.items() if r == row] for h in a.get_lines()
+                       if not h.get_label().startswith("_")]
+            ax.legend(handles, [_legend_label(h.get_label()) for h in handles], fontsize=8)
         bottom.axhline(0.0, color="gray", linewidth=0.8)
+        for (row, _), twin in twins.items():
+            if row == 1:
+                _align_zero(bottom, twin)
     fig.suptitle("Trained vs held-out validation metrics (a widening gap: the policy learns the reward model)")
     fig.tight_layout()
     return fig

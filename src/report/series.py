@@ -133,10 +133,12 @@ def reward_panels(run: RunData) -> dict[str, dict[str, pd.Series]]:
 
 @dataclass
 class HeldOut:
-    """Validation QE metrics (comet, kiwi, xcomet) the training reward weighs (`trained`) beside the
+    """Validation QE metrics (comet, kiwi, xcomet, metricx) the training reward weighs (`trained`) beside the
     ones it does not (`held_out`: logged at validation with training weight 0, e.g. COMET-DA through
     reward.validation_models or XCOMET through reward.mode=eval), per direction. A held-out metric
-    that stalls or falls while the trained one climbs is the policy learning the reward model."""
+    that stalls or falls while the trained one climbs is the policy learning the reward model.
+    MetricX-24 is logged raw (0-25, lower is better: src.scorer.vocabulary.SCALES); the plot and
+    the summary read each line's scale from its metric (label_metric)."""
     trained: list[str]
     held_out: list[str]
     panels: dict[str, dict[str, pd.Series]]  # direction -> {"<metric> (trained|held out)": series}
@@ -147,6 +149,11 @@ def metric_label(name: str, trained: bool) -> str:
     return f"{name} ({'trained' if trained else 'held out'})"
 
 
+def label_metric(label: str) -> str:
+    """The metric of a metric_label: 'metricx (held out)' -> 'metricx'."""
+    return label.rsplit(" (", 1)[0]
+
+
 def held_out_panels(run: RunData) -> HeldOut:
     """The trained and held-out validation metrics side by side, one panel per direction."""
     weights = run.train_weights
@@ -154,8 +161,8 @@ def held_out_panels(run: RunData) -> HeldOut:
         return HeldOut([], [], {}, "the run's verl config (snapshot/verl_config.yaml) names no training "
                                    "weights: which metric was trained on is unknown")
     val = val_means(run.metrics)
-    # the QE scores logged at validation (COMET-family scores share a scale; BLEU, at 0-100, and the
-    # other components are in rewards.png)
+    # the QE scores logged at validation (COMET-family scores share a scale, MetricX-24 has its own;
+    # BLEU, at 0-100, and the other components are in rewards.png)
     logged = [v for v in val if v in weights and v in QE_METRICS]
     trained = [v for v in logged if weights[v] != 0.0]
     held_out = [v for v in logged if weights[v] == 0.0]

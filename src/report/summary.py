@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .series import OTHER, HeldOut, Throughput
+from src.scorer.vocabulary import SCALES, scale_of, unit_score
+
+from .series import OTHER, HeldOut, Throughput, label_metric
 
 
 def _fmt(x, digits: int = 4) -> str:
@@ -41,9 +43,11 @@ def render_summary(
         for label, s in series.items():
             if s.empty:
                 continue
-            best_step = s.idxmax()
-            rows.append([panel, label, _fmt(float(s.iloc[0])), _fmt(float(s.iloc[-1])),
-                         f"{_fmt(float(s.max()))} (step {best_step})", str(len(s))])
+            # best is the lowest value of a lower-is-better metric (MetricX-24, logged raw)
+            best_step = s.idxmax() if scale_of(panel).higher_is_better else s.idxmin()
+            name = f"{panel} ({scale_of(panel).describe()})" if panel in SCALES else panel
+            rows.append([name, label, _fmt(float(s.iloc[0])), _fmt(float(s.iloc[-1])),
+                         f"{_fmt(float(s[best_step]))} (step {best_step})", str(len(s))])
     if rows:
         lines += ["## Reward", ""]
         lines += _table(["metric", "series", "first", "last", "best (step)", "points"], rows)
@@ -96,17 +100,30 @@ def render_summary(
 
 def held_out_lines(held: HeldOut) -> list[str]:
     """Each metric's first and last validation value and change, trained ones first; the gap is
-    how much more the trained metric gained than each held-out one (held_out.png plots it)."""
+    how much more the trained metric gained than each held-out one (held_out.png plots it), each
+    gain taken on the 0-1, higher-is-better scale (vocabulary.unit_score: MetricX-24's -change/25)."""
     lines = ["## Trained vs held-out", ""]
     if not held.panels:
         return lines + [held.why_empty[:1].upper() + held.why_empty[1:] + ".", ""]
-    rows = []
+    rows, own_scales = [], set()
     for direction, series in held.panels.items():
         gained = {label: float(s.iloc[-1] - s.iloc[0]) for label, s in series.items()}
-        trained = [g for label, g in gained.items() if label.endswith("(trained)")]
+        unit = {label: unit_score(label_metric(label), float(s.iloc[-1])) - unit_score(label_metric(label), float(s.iloc[0]))
+                for label, s in series.items()}
+        trained = [g for label, g in unit.items() if label.endswith("(trained)")]
         for label, s in series.items():
-            gap = "" if label.endswith("(trained)") or not trained else _fmt(max(trained) - gained[label])
-            rows.append([direction, label, _fmt(float(s.iloc[0])), _fmt(float(s.iloc[-1])), _fmt(gained[label]), gap])
+            gap = "" if label.endswith("(trained)") or not trained else _fmt(max(trained) - unit[label])
+            metric, name = label_metric(label), label
+            if metric in SCALES:  # its own scale, said where its numbers are
+                name = f"{label} ({scale_of(metric).describe()})"
+                own_scales.add(metric)
+            rows.append([direction, name, _fmt(float(s.iloc[0])), _fmt(float(s.iloc[-1])), _fmt(gained[label]), gap])
     lines += _table(["direction", "metric", "first", "last", "change", "gap to trained"], rows)
-    return lines + ["", "gap to trained: the largest change of a trained metric minus this metric's change; "
-                        "a growing gap means the policy gains on the reward model more than on other judges.", ""]
+    notes = ["", "gap to trained: the largest change of a trained metric minus this metric's change; "
+                 "a growing gap means the policy gains on the reward model more than on other judges."]
+    for metric in sorted(own_scales):
+        scale = scale_of(metric)
+        notes.append(f"{metric}: first, last and change are its own scale ({scale.describe()}); in the gap its change "
+                     f"counts as {'+' if scale.higher_is_better else '-'}change/{scale.hi - scale.lo:g} (0-1, higher is "
+                     f"better, as the COMET-family metrics).")
+    return lines + notes + [""]

@@ -92,6 +92,6 @@ def test_trained_on_a_metric_not_computed_is_refused(capsys, tmp_path, testset):
     out = tmp_path / "o"
     _refused(capsys, [f"data={data}", "generator=file", f"responses={responses}", "metrics=bleu,chrf",
                       "trained_on=kiwi", f"out={out}"], "trained_on=kiwi names kiwi, which metrics= does not compute")
-    _refused(capsys, [f"data={data}", "generator=file", f"responses={responses}", "trained_on=kiwi,metricx",
-                      f"out={out}"], "trained_on: unknown metricx")
+    _refused(capsys, [f"data={data}", "generator=file", f"responses={responses}", "trained_on=kiwi,bertscore",
+                      f"out={out}"], "trained_on: unknown bertscore")
     assert not out.exists()

@@ -34,3 +34,10 @@ def run_dir(built_run, tmp_path):
 def held_out_run(tmp_path_factory, report_tokenizer):
     """The same run with COMET-DA logged at validation (weight 0 in training): a held-out metric."""
     return build_run(tmp_path_factory.mktemp("runs") / "grpo-xcomet-heldout", report_tokenizer, held_out=True)
+
+
+@pytest.fixture(scope="session")
+def metricx_run(tmp_path_factory, report_tokenizer):
+    """The held-out run with MetricX-24 logged at validation too (raw, 0-25, lower is better)."""
+    return build_run(tmp_path_factory.mktemp("runs") / "grpo-xcomet-metricx", report_tokenizer, held_out=True,
+                     metricx=True)

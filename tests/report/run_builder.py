@@ -100,6 +100,12 @@ def held_out_comet(step: int, i: int) -> float:
     return round(0.6 + 0.05 * i - 0.02 * step, 4)
 
 
+def held_out_metricx(step: int, i: int) -> float:
+    """The held-out MetricX-24 of validation sample i, raw (0-25, lower is better): it rises (gets
+    worse) by 0.25 per step while the trained XCOMET climbs."""
+    return round(3.0 + 0.5 * i + 0.25 * step, 4)
+
+
 def _batch(step: int):
     from verl.protocol import DataProto
 
@@ -136,7 +142,8 @@ def _decoded_prompt(tokenizer, direction: str, src: str, template: str) -> str:
     return tokenizer.decode(ids, skip_special_tokens=True)
 
 
-def _validate(step: int, tokenizer, val_dir: Path, template: str, with_src: bool, held_out: bool = False) -> dict:
+def _validate(step: int, tokenizer, val_dir: Path, template: str, with_src: bool, held_out: bool = False,
+              metricx: bool = False) -> dict:
     from verl.trainer.ppo.v1.trainer_base import PPOTrainer
 
     inputs, outputs, gts, scores, data_sources = [], [], [], [], []
@@ -156,6 +163,8 @@ def _validate(step: int, tokenizer, val_dir: Path, template: str, with_src: bool
             returned["src"] = src
         if held_out:
             returned["comet"] = held_out_comet(step, i)
+        if metricx:
+            returned["metricx"] = held_out_metricx(step, i)
         for k, v in returned.items():
             extras.setdefault(k, []).append(v)
     uids = [f"uid{i}" for i in range(len(inputs))]
@@ -168,11 +177,12 @@ def _validate(step: int, tokenizer, val_dir: Path, template: str, with_src: bool
 
 
 def build_run(run_dir: Path, tokenizer, template: str = "chat", with_src: bool = False,
-              held_out: bool = False) -> Path:
+              held_out: bool = False, metricx: bool = False) -> Path:
     """A 6-step run laid out as the launcher lays it out: `<run>/metrics.jsonl`,
     `<run>/snapshot/verl_config.yaml`, validation dumps beside the checkpoints (outside the run
     directory, named by the config). Initial validation at step 0, validation every 2 steps, a
-    checkpoint at step 4."""
+    checkpoint at step 4. `held_out`: COMET-DA logged at validation; `metricx`: MetricX-24 too (a
+    metricx24_* model in reward.validation_models: its weight 0 is in the verl config then)."""
     from verl.trainer.ppo.metric_utils import compute_data_metrics, compute_throughout_metrics, compute_timing_metrics
     from verl.utils.tracking import FileLogger
 
@@ -188,7 +198,7 @@ def build_run(run_dir: Path, tokenizer, template: str = "chat", with_src: bool =
         else:
             os.environ["VERL_FILE_LOGGER_PATH"] = old
 
-    logger.log(data=_validate(0, tokenizer, val_dir, template, with_src, held_out), step=0)
+    logger.log(data=_validate(0, tokenizer, val_dir, template, with_src, held_out, metricx), step=0)
     components = run_dir / "reward_components"
     components.mkdir(exist_ok=True)
     with open(components / "worker-1234.jsonl", "w") as side:
@@ -200,7 +210,7 @@ def build_run(run_dir: Path, tokenizer, template: str = "chat", with_src: bool =
             metrics = {}
             if step % TEST_FREQ == 0:
                 timing["testing"] = 4.0  # V1 times validation after the step timer closed
-                metrics.update(_validate(step, tokenizer, val_dir, template, with_src, held_out))
+                metrics.update(_validate(step, tokenizer, val_dir, template, with_src, held_out, metricx))
             batch = _batch(step)
             metrics.update({"training/global_step": step, "training/epoch": 0})
             metrics.update(compute_data_metrics(batch=batch, use_critic=False))
@@ -219,6 +229,6 @@ def build_run(run_dir: Path, tokenizer, template: str = "chat", with_src: bool =
         f"trainer:\n  n_gpus_per_node: {GPUS}\n  nnodes: 1\n  logger: [console, file]\n"
         f"  validation_data_dir: {val_dir}\n  rollout_data_dir: null\n"
         "reward:\n  custom_reward_function:\n    reward_kwargs:\n      train_weights:\n"
-        + "".join(f"        {k}: {v}\n" for k, v in TRAIN_WEIGHTS.items())
+        + "".join(f"        {k}: {v}\n" for k, v in {**TRAIN_WEIGHTS, **({"metricx": 0.0} if metricx else {})}.items())
     )
     return run_dir
