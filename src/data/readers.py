@@ -10,6 +10,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 from .templates import LANGUAGE_NAMES
 
@@ -98,21 +99,42 @@ def _text(value, where: str, column: str) -> str:
     return value
 
 
-def read_jsonl(path: Path, default_langs: tuple[str, str] | None) -> list[Pair]:
-    """One object per line with `src`, `tgt` and `src_lang`/`tgt_lang` or `lang_pair`."""
-    pairs = []
+class JsonLineError(InputError):
+    """A line of a JSON-lines file that is not one JSON object. The message is the readers' own;
+    the fields say what is wrong, for a caller that words it its way (src/rewards/inspect.py)."""
+
+    def __init__(self, path: Path, line: int, kind: str, detail: str = "", column: int = 0):
+        self.path, self.line, self.kind, self.detail, self.column = path, line, kind, detail, column
+        where = f"{path}:{line}"
+        super().__init__({"json": f"{where}: not valid JSON ({detail})",
+                          "depth": f"{where}: JSON nested too deeply",
+                          "type": f"{where}: expected a JSON object per line"}[kind])
+
+
+def iter_json_objects(path: Path) -> Iterator[tuple[int, dict]]:
+    """(line number, object) for each non-blank line of a JSON-lines file, its text read as
+    read_text_lines reads it. A line that is not a JSON object raises JsonLineError: kind `json`
+    (not JSON; detail: the parser's message, column), `depth` (nested too deeply for the parser) or
+    `type` (JSON, not an object; detail: its type's name)."""
     for lineno, line in enumerate(read_text_lines(path), 1):
         if not line.strip():
             continue
-        where = f"{path}:{lineno}"
         try:
             record = json.loads(line)
         except json.JSONDecodeError as e:
-            raise InputError(f"{where}: not valid JSON ({e.msg})") from None
+            raise JsonLineError(path, lineno, "json", e.msg, e.colno) from None
         except RecursionError:
-            raise InputError(f"{where}: JSON nested too deeply") from None
+            raise JsonLineError(path, lineno, "depth") from None
         if not isinstance(record, dict):
-            raise InputError(f"{where}: expected a JSON object per line")
+            raise JsonLineError(path, lineno, "type", type(record).__name__)
+        yield lineno, record
+
+
+def read_jsonl(path: Path, default_langs: tuple[str, str] | None) -> list[Pair]:
+    """One object per line with `src`, `tgt` and `src_lang`/`tgt_lang` or `lang_pair`."""
+    pairs = []
+    for lineno, record in iter_json_objects(path):
+        where = f"{path}:{lineno}"
         missing = [c for c in ("src", "tgt") if c not in record]
         if missing:
             found = ", ".join(record) or "none"

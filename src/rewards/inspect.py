@@ -97,43 +97,47 @@ class Row:
 
 
 def read_rows(path: Path) -> list[Row]:
+    from src.data.readers import InputError, JsonLineError, iter_json_objects
+
     if not path.is_file():
         raise UsageError(f"--input {path}: no such file")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"--input {path}: cannot read it as UTF-8 text ({exc})") from None
     rows = []
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        where = f"{path} line {n}"
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"{where}: not JSON ({exc.msg} at column {exc.colno})") from None
-        if not isinstance(obj, dict):
-            raise UsageError(f"{where}: a JSON object is needed, got {type(obj).__name__}")
-        src = obj.get("src")
-        if not isinstance(src, str) or not src.strip():
-            raise UsageError(f"{where}: needs \"src\", the source text (a non-empty string)")
-        has_hyp, has_resp = obj.get("hyp") is not None, obj.get("response") is not None
-        if has_hyp == has_resp:
-            raise UsageError(f"{where}: give exactly one of \"hyp\" (the translation) and \"response\" (the full "
-                             f"response with tags), got {'both' if has_hyp else 'neither'}")
-        for key in ("hyp", "response", "ref"):
-            if obj.get(key) is not None and not isinstance(obj[key], str):
-                raise UsageError(f"{where}: \"{key}\" must be a string, got {type(obj[key]).__name__}")
-        pair = obj.get("lang_pair")
-        parts = pair.split("-") if isinstance(pair, str) else []
-        if len(parts) != 2 or not all(LANG.match(p) for p in parts) or parts[0] == parts[1]:
-            raise UsageError(f"{where}: \"lang_pair\" must be source-target language codes such as zh-en, "
-                             f"got {pair!r}")
-        rows.append(Row(line=n, id=obj.get("id"), src=src, ref=obj.get("ref") or "", lang_pair=pair,
-                        src_lang=parts[0], tgt_lang=parts[1], hyp=obj.get("hyp"), response=obj.get("response")))
+    try:
+        for n, obj in iter_json_objects(path):
+            rows.append(_row(obj, n, f"{path} line {n}"))
+    except JsonLineError as exc:
+        where = f"{path} line {exc.line}"
+        raise UsageError({"json": f"{where}: not JSON ({exc.detail} at column {exc.column})",
+                          "depth": f"{where}: not JSON (nested too deeply)",
+                          "type": f"{where}: a JSON object is needed, got {exc.detail}"}[exc.kind]) from None
+    except InputError as exc:  # not UTF-8: the readers' line says where and how to convert it
+        raise UsageError(str(exc)) from None
+    except OSError as exc:
+        raise UsageError(f"--input {path}: cannot read it ({exc})") from None
     if not rows:
         raise UsageError(f"--input {path}: no rows (one JSON object per line)")
     return rows
+
+
+def _row(obj: dict, n: int, where: str) -> Row:
+    """One input line's object as a Row; UsageError naming `where` for a missing or wrong field."""
+    src = obj.get("src")
+    if not isinstance(src, str) or not src.strip():
+        raise UsageError(f"{where}: needs \"src\", the source text (a non-empty string)")
+    has_hyp, has_resp = obj.get("hyp") is not None, obj.get("response") is not None
+    if has_hyp == has_resp:
+        raise UsageError(f"{where}: give exactly one of \"hyp\" (the translation) and \"response\" (the full "
+                         f"response with tags), got {'both' if has_hyp else 'neither'}")
+    for key in ("hyp", "response", "ref"):
+        if obj.get(key) is not None and not isinstance(obj[key], str):
+            raise UsageError(f"{where}: \"{key}\" must be a string, got {type(obj[key]).__name__}")
+    pair = obj.get("lang_pair")
+    parts = pair.split("-") if isinstance(pair, str) else []
+    if len(parts) != 2 or not all(LANG.match(p) for p in parts) or parts[0] == parts[1]:
+        raise UsageError(f"{where}: \"lang_pair\" must be source-target language codes such as zh-en, "
+                         f"got {pair!r}")
+    return Row(line=n, id=obj.get("id"), src=src, ref=obj.get("ref") or "", lang_pair=pair,
+               src_lang=parts[0], tgt_lang=parts[1], hyp=obj.get("hyp"), response=obj.get("response"))
 
 
 def check_out(path: Path | None) -> None:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from src.data.readers import InputError, Pair, read_pairs
+from src.data.readers import InputError, JsonLineError, Pair, iter_json_objects, read_pairs
 
 
 def test_jsonl_with_lang_pair_or_separate_fields(pairs_jsonl):
@@ -32,6 +32,21 @@ def test_jsonl_broken_line(tmp_path):
     f.write_text('{"src": "a", "tgt"\n')
     with pytest.raises(InputError, match="x.jsonl:1: not valid JSON"):
         read_pairs(f)
+
+
+def test_json_lines_one_loop_for_every_reader(tmp_path):
+    """iter_json_objects: line numbers of the file (blank lines skipped), and what is wrong with a
+    line in fields a caller can word its own way (src/rewards/inspect.py does)."""
+    f = tmp_path / "x.jsonl"
+    f.write_text('{"a": 1}\n\n  \n{"b": "x\u2028y"}\r\n', encoding="utf-8")
+    assert list(iter_json_objects(f)) == [(1, {"a": 1}), (4, {"b": "x\u2028y"})]
+    for text, kind, detail, message in [('{"a": 1}\n{"a"\n', "json", "Expecting ':' delimiter", "x.jsonl:2: not valid JSON"),
+                                        ("[1]\n", "type", "list", "x.jsonl:1: expected a JSON object per line"),
+                                        ("[" * 100000 + "\n", "depth", "", "x.jsonl:1: JSON nested too deeply")]:
+        f.write_text(text, encoding="utf-8")
+        with pytest.raises(JsonLineError, match=message) as err:
+            list(iter_json_objects(f))
+        assert (err.value.kind, err.value.detail) == (kind, detail) and isinstance(err.value, InputError)
 
 
 def test_tsv_with_header_and_per_row_languages(tmp_path):

@@ -211,6 +211,12 @@ def _bad(tmp_path: Path, text: str) -> Path:
     return p
 
 
+def _bad_bytes(tmp_path: Path, data: bytes) -> Path:
+    p = tmp_path / "in.jsonl"
+    p.write_bytes(data)
+    return p
+
+
 GOOD = json.dumps({"lang_pair": "zh-en", "src": "你好", "hyp": "Hello"})
 REFUSALS = {
     "missing file": (lambda t: t / "nope.jsonl", "no such file"),
@@ -223,6 +229,9 @@ REFUSALS = {
     "bad lang_pair": (lambda t: _bad(t, json.dumps({"lang_pair": "chinese", "src": "a", "hyp": "x"}) + "\n"),
                       "\"lang_pair\" must be"),
     "empty file": (lambda t: _bad(t, "\n"), "no rows"),
+    # read as src.data's readers read text: where the bad byte is and how to convert the file
+    "not utf-8": (lambda t: _bad_bytes(t, GOOD.encode() + b"\n" + "你好".encode("gbk")),
+                  "in.jsonl:2: not UTF-8 text (byte 0xc4"),
 }
 
 
@@ -234,6 +243,18 @@ def test_bad_input_is_one_line_exit_2_nothing_written(case, tmp_path, clean_env,
     assert rc == 2 and stdout == ""
     assert err.count("\n") == 1 and err.startswith("error: ") and words in err, err
     assert not out.exists()
+
+
+def test_a_line_is_split_at_newlines_only(tmp_path, clean_env, capsys):
+    """A U+2028 or U+0085 inside a JSON string (written raw, as ensure_ascii=False writes it) is
+    text, not a line break (src.data.readers.iter_json_objects, the one JSON-lines loop)."""
+    data = tmp_path / "in.jsonl"
+    row = {"id": "ls", "lang_pair": "zh-en", "src": "你好\u2028世界\u0085。", "hyp": "Hello world."}
+    data.write_text(json.dumps(row, ensure_ascii=False) + "\r\n", encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    rc, _, err = run_main(["--input", str(data), "--out", str(out), "--no-scorer", "reward=comet"], capsys)
+    assert rc == 0, err
+    assert [r["id"] for r in rows_of(out)] == ["ls"]
 
 
 def test_out_is_never_overwritten_nor_written_where_it_cannot(tmp_path, clean_env, capsys):
