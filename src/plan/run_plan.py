@@ -5,18 +5,19 @@ run dir Hydra chose, the GPU size the launcher read, and whether the train env h
 which attention.py probes when the caller does not say); output is a `RunPlan` that the launcher
 prints, snapshots, and turns into a verl config. Everything derived is derived in this package and nowhere else; this module puts
 the parts together (batch.py, scorer.py, resources.py, memory_inputs.py, stop_rules.py,
-time_limit.py, attention.py, and the token-credit plan of src/rewards/credit/launch.py).
+time_limit.py, attention.py, and the reward's kwargs and token-credit plan of src/rewards/launch.py).
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
 from typing import Optional
 
-from src.rewards import normalise
-from src.rewards.credit.launch import CreditConfigError, TokenCreditPlan
-from src.rewards.credit.launch import plan as plan_token_credit
+from src.rewards.credit.launch import TokenCreditPlan
+from src.rewards.launch import REFUSALS as REWARD_REFUSALS
+from src.rewards.launch import reward_launch
 
 from .attention import AttentionPlan, installed_flash_attn, plan_attention
+from .sampler import SamplerPlan, installed_flashinfer, plan_sampler
 from .batch import PIN_KEYS, BatchPlan, plan_batch
 from .memory import MemoryPlan, plan_memory
 from .memory_inputs import gpu_size_gb, memory_inputs, refusal
@@ -70,6 +71,8 @@ class RunPlan:
     # None when the reward needs no QE model: no service is started
     scorer: Optional[ScorerPlan]
     memory: MemoryPlan
+    # reward.custom_reward_function.reward_kwargs: what verl passes to compute_score (src/rewards/launch.py)
+    reward_kwargs: dict
     # verl keys the user passed through `verl.*` (batch pins removed; they live in `batch`)
     verl_passthrough: dict = field(default_factory=dict)
     # 8 hex (src/record/identity.py) once with_identity is applied; the original run's id when this
@@ -84,6 +87,8 @@ class RunPlan:
     token_credit: Optional[TokenCreditPlan] = None
     # attention implementation of the actor/ref model and verl's remove-padding switch (src/plan/attention.py)
     attention: Optional[AttentionPlan] = None
+    # vLLM's top-k/top-p sampler and the env var it takes without flashinfer (src/plan/sampler.py)
+    sampler: Optional[SamplerPlan] = None
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -115,10 +120,12 @@ def with_identity(plan: "RunPlan", run_id: str, name: str, reproduces: Optional[
 _PROBE = object()
 
 
-def build_plan(cfg: dict, run_dir: str, gpu_memory_gb: Optional[float] = None, flash_attn=_PROBE) -> RunPlan:
+def build_plan(cfg: dict, run_dir: str, gpu_memory_gb: Optional[float] = None, flash_attn=_PROBE,
+               flashinfer=_PROBE) -> RunPlan:
     """The whole run plan from the composed, resolved config (a plain dict). `gpu_memory_gb`: what
     the launcher read from the visible GPUs, used when memory.gpu_gb is null. `flash_attn`: the
-    flash-attn version the train env has, or None; not given: probed (attention.installed_flash_attn)."""
+    flash-attn version the train env has, or None; not given: probed (attention.installed_flash_attn).
+    `flashinfer`: whether the train env has flashinfer; not given: probed (sampler.installed_flashinfer)."""
     check_ranges(cfg)
     gpus_per_node = at_least(cfg["gpus"], 1, "gpus (GPUs per node)", "gpus=4")
     nodes = at_least(cfg["nodes"], 1, "nodes", "nodes=2")
@@ -133,6 +140,12 @@ def build_plan(cfg: dict, run_dir: str, gpu_memory_gb: Optional[float] = None, f
     adjustments: list[Adjustment] = []
     batch = plan_batch(cfg, gpus_per_node, world_size, adjustments)
 
+    # the reward kwargs, built once per launch; the first place a launch derives anything from the
+    # reward, so its refusals come in the precheck, before anything is written
+    try:
+        reward_side = reward_launch(cfg)
+    except REWARD_REFUSALS as exc:
+        raise PlanError(str(exc)) from None
     scorer_models = models_needed(cfg)
 
     ray_needed = ray_cpus_for(world_size)
@@ -162,14 +175,12 @@ def build_plan(cfg: dict, run_dir: str, gpu_memory_gb: Optional[float] = None, f
         why = ("; ".join(w for w in (why, f"actor/ref stay resident during rollout ({resident:.1f} GiB)") if w)
                + f" on a {memory.gpu_gb:g} GiB GPU with {memory.reserve_gb:g} GiB reserve")
         adjustments.append(Adjustment("gpu_memory_utilization", memory.vllm_share_ceiling, memory.vllm_share, why))
-    try:
-        token_credit = plan_token_credit(cfg)
-        normalise.mode(cfg)  # reward.normalise: refused here, before the precheck passes (src/rewards/normalise.py)
-    except (CreditConfigError, normalise.NormaliseConfigError) as exc:
-        raise PlanError(str(exc)) from None
     rules = stop_rules(cfg)
     attention = plan_attention(model, passthrough, installed_flash_attn() if flash_attn is _PROBE else flash_attn,
                                bool(cfg.get("dry_run")))
+    accelerator_env = dict(cfg["accelerator"].get("env") or {})
+    sampler = plan_sampler(cfg["accelerator"]["device"], accelerator_env,
+                           installed_flashinfer() if flashinfer is _PROBE else flashinfer, bool(cfg.get("dry_run")))
     limit = plan_time_limit(cfg.get("slurm") or {})
     ckpt_dir = checkpoint_prefix(cfg["paths"]["results_root"], model["name"], reward["name"], mode,
                                  algo["name"], world_size)
@@ -190,8 +201,8 @@ def build_plan(cfg: dict, run_dir: str, gpu_memory_gb: Optional[float] = None, f
         train_files=data["train_files"], val_files=data["val_files"],
         max_prompt_length=data["max_prompt_length"], max_response_length=data["max_response_length"],
         logger_backends=backends, wandb_offline=bool(cfg["logger"].get("offline", False)),
-        device=cfg["accelerator"]["device"], accelerator_env=dict(cfg["accelerator"].get("env") or {}),
+        device=cfg["accelerator"]["device"], accelerator_env={**accelerator_env, **sampler.env}, sampler=sampler,
         gpu_memory_utilization=memory.vllm_share, scorer=scorer, memory=memory,
         verl_passthrough=passthrough, stop_rules=rules, time_limit=limit,
-        token_credit=token_credit, attention=attention,
+        reward_kwargs=reward_side.kwargs, token_credit=reward_side.token_credit, attention=attention,
     )

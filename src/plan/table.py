@@ -50,7 +50,14 @@ def attention_rows(plan: RunPlan) -> list[tuple]:
     return [("attention (actor, ref)", a.implementation,
              f"{a.reason}; verl: actor_rollout_ref.model.override_config.attn_implementation"),
             ("remove padding", "on" if a.remove_padding else "off",
-             f"{a.remove_padding_reason}; verl: actor_rollout_ref.model.use_remove_padding")]
+             f"{a.remove_padding_reason}; verl: actor_rollout_ref.model.use_remove_padding"),
+            *sampler_rows(plan)]
+
+
+def sampler_rows(plan: RunPlan) -> list[tuple]:
+    """vLLM's top-k/top-p sampler, with why (src/plan/sampler.py)."""
+    s = plan.sampler
+    return [] if s is None else [("rollout sampler (vLLM)", s.sampler, s.reason)]
 
 
 def scorer_where(plan: RunPlan) -> str:
