@@ -8,8 +8,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from src.rewards import settings as rewards_settings
-
 from .values import PlanError, at_least, positive
 
 
@@ -39,14 +37,8 @@ class ScorerPlan:
 
 def models_needed(cfg: dict) -> list[str]:
     """The QE models the reward scores with (training and validation), each once, in order. The
-    reward's settings are checked here, the first place a launch derives anything from them: a
-    weight on an unknown component, a component whose model the group does not name, a plugin that
-    does not load, are refused by the precheck, before anything is written."""
+    reward's settings were checked before (src/rewards/launch.py, from build_plan)."""
     reward = cfg["reward"]
-    try:
-        rewards_settings.reward_kwargs(reward, cfg["scorer"]["models"], cfg["paths"]["root_dir"])
-    except rewards_settings.RewardConfigError as exc:
-        raise PlanError(str(exc)) from None
     names = list(reward["sentence_models"]) + list(reward["validation_models"])
     if reward["mode"] != "off":
         names.append(reward["span_model"])

@@ -48,7 +48,7 @@ EXIT_FAILED = 1
 TRAIN_SPLIT = "train"
 LANG = re.compile(r"^[a-z]{2,3}$")
 # keys of compute_score's result that are text about the row, not reward components
-TEXT_KEYS = ("src", "translation", "error_spans", "credit_ranges")
+TEXT_KEYS = ("src", "translation", "error_spans", "credit_ranges", "reward_parts")
 GUARD_PREFIXES = ("degenerate_", "guard_")
 # tool keys among the overrides (the rest are Hydra overrides of the launcher's config)
 TOOL_KEYS = ("scorer_url", "scorer_device")
@@ -190,15 +190,13 @@ def compose(overrides: list[str]) -> dict:
 
 
 def reward_kwargs(cfg: dict) -> dict:
-    """What the launcher writes to reward.custom_reward_function.reward_kwargs
-    (src/verl_config/ppo_trainer.py): the group's settings plus reward.credit's."""
-    from src.rewards.credit import launch as credit_launch
-    from src.rewards.settings import RewardConfigError, reward_kwargs as group_kwargs
+    """What the launcher writes to reward.custom_reward_function.reward_kwargs (built by the same
+    function, src/rewards/launch.py)."""
+    from src.rewards.launch import REFUSALS, reward_launch
 
     try:
-        kw = group_kwargs(cfg["reward"], cfg["scorer"]["models"], cfg["paths"]["root_dir"])
-        return {**kw, **credit_launch.reward_kwargs(credit_launch.plan(cfg))}
-    except (RewardConfigError, credit_launch.CreditConfigError) as exc:
+        return reward_launch(cfg).kwargs
+    except REFUSALS as exc:
         raise UsageError(str(exc)) from None
 
 

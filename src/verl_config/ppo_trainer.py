@@ -16,7 +16,6 @@ from omegaconf import DictConfig, OmegaConf
 from src.config import hydra_internal
 from src.plan import RunPlan
 from src.rewards import normalise
-from src.rewards import settings as rewards_settings
 from src.rewards.credit import launch as credit_launch
 
 from . import cache, checks
@@ -114,9 +113,8 @@ VERL_KEYS: list[tuple[str, Callable[[RunPlan, dict], Any]]] = [
     # URL and token reach the reward workers through the environment (QE_SCORER_URL/_TOKEN).
     ("reward.custom_reward_function.path", lambda p, c: "pkg://src.rewards.compute"),
     ("reward.custom_reward_function.name", lambda p, c: "compute_score"),
-    ("+reward.custom_reward_function.reward_kwargs",
-        lambda p, c: {**rewards_settings.reward_kwargs(c["reward"], c["scorer"]["models"], c["paths"]["root_dir"]),
-                      **credit_launch.reward_kwargs(p.token_credit), **normalise.reward_kwargs(c)}),
+    # built once, in the plan (src/rewards/launch.py): the group's settings, reward.credit's, reward.normalise's
+    ("+reward.custom_reward_function.reward_kwargs", lambda p, c: p.reward_kwargs),
     ("reward.reward_manager.source", lambda p, c: _manager(c)[0]),
     ("reward.reward_manager.name", lambda p, c: _manager(c)[1]),
     ("reward.reward_manager.module.path", lambda p, c: _manager(c)[2]),

@@ -1,7 +1,7 @@
 """reward.credit -> the plan's TokenCreditPlan -> verl config keys (launch side).
 
-src/plan/run_plan.py calls `plan(cfg)`; src/verl_config/ppo_trainer.py turns the plan into verl keys with
-`adv_estimator`, `reward_kwargs` and `verl_overrides`. With reward.credit=sequence (the default)
+src/rewards/launch.py calls `plan(cfg, kw)` and `reward_kwargs` (for the plan, src/plan/run_plan.py);
+src/verl_config/ppo_trainer.py turns the plan into verl keys with `adv_estimator` and `verl_overrides`. With reward.credit=sequence (the default)
 all three add nothing, so the verl config (and the run id hashed from it) is byte-identical to a
 run without this module.
 """
@@ -40,15 +40,16 @@ def answer_range(reward_kwargs: dict) -> float:
     return sum(abs(w) * (s.clip[c][1] - s.clip[c][0]) for c, w in s.train_weights.items())
 
 
-def plan(cfg: dict) -> Optional[TokenCreditPlan]:
-    """None for reward.credit=sequence; raises CreditConfigError (one line) for what cannot work."""
+def plan(cfg: dict, kw: dict) -> Optional[TokenCreditPlan]:
+    """None for reward.credit=sequence; raises CreditConfigError (one line) for what cannot work.
+    `kw`: the group's reward kwargs (src/rewards/settings.py reward_kwargs; src/rewards/launch.py
+    builds them once per launch)."""
     reward, algo = cfg["reward"], cfg["algo"]
     credit = reward.get("credit", SEQUENCE)
     if credit not in CREDITS:
         raise CreditConfigError(f"reward.credit must be sequence or token, got {credit!r} (e.g. reward.credit=token)")
     if credit == SEQUENCE:
         return None
-    kw = rewards_settings.reward_kwargs(reward, cfg["scorer"]["models"], cfg["paths"]["root_dir"])
     spans_in_training = kw["models"].get("span") is not None and any(
         w != 0.0 and get_component(c).model == "span" for c, w in kw["train_weights"].items())
     if not spans_in_training:
