@@ -134,6 +134,8 @@ class ScorerModelSchema:
     kind: str = MISSING
     # local dir of the encoder's config + tokenizer; None: the HF cache holds the hub name
     encoder: Optional[str] = None
+    # kind metricx: local dir of the mT5 tokenizer (google/mt5-xl); None: the model dir holds one
+    tokenizer: Optional[str] = None
     # size and shape for the memory plan; a model without them is refused there by name
     params_b: Optional[float] = None
     encoder_shape: Optional[EncoderShapeSchema] = None

@@ -67,7 +67,7 @@ def plan_for(opts: EvalOptions, scorer_cfg: dict, environ: dict | None = None) -
             raise UsageError(f"{metric}: checkpoint of {name} not found: {path} (set paths.model_root in "
                              f"conf/local/default.yaml or QE_RL_MODELS, or give scorer_url=)")
         models.append(ScorerModelSpec(name, path if path.startswith("hf:") else os.path.abspath(path),
-                                      str(spec["kind"]), spec.get("encoder")))
+                                      str(spec["kind"]), spec.get("encoder"), spec.get("tokenizer")))
     python = str(scorer_cfg["python"])
     if not Path(python).exists():
         raise UsageError(f"the scorer env's python {python} does not exist (make setup, or give scorer_url=)")

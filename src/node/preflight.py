@@ -86,6 +86,9 @@ def check_scorer(plan: RunPlan) -> None:
         if m.encoder and m.encoder.startswith(("/", "./", "../")) and not Path(m.encoder).is_dir():
             raise PreflightError(f"encoder of QE model {m.name} not found at {m.encoder} "
                                  f"(scorer.models.{m.name}.encoder)")
+        if m.tokenizer and m.tokenizer.startswith(("/", "./", "../")) and not Path(m.tokenizer).is_dir():
+            raise PreflightError(f"tokenizer of QE model {m.name} not found at {m.tokenizer} "
+                                 f"(scorer.models.{m.name}.tokenizer)")
 
 
 def run(plan: RunPlan, environ: dict, cpu_count: int | None = None, gpus_per_node_needed: int | None = None,

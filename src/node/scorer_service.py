@@ -77,7 +77,7 @@ def log_tail(path: Path, lines: int = 3, width: int = 300) -> str:
 def service_config(models, device: str, dtype: str, batch_tokens: int, port: int) -> ScorerConfig:
     """The service's config. Absolute paths: the service resolves relative ones against its cwd."""
     specs = {m.name: ModelSpec(path=m.path if m.path.startswith("hf:") else os.path.abspath(m.path), kind=m.kind,
-                               encoder=m.encoder) for m in models}
+                               encoder=m.encoder, tokenizer=m.tokenizer) for m in models}
     # 127.0.0.1: each node's reward workers use their own node's service
     return ScorerConfig(models=specs, host="127.0.0.1", port=port, device=device, dtype=dtype,
                         batch_tokens=batch_tokens)

@@ -17,6 +17,7 @@ class ScorerModelSpec:
     path: str
     kind: str
     encoder: Optional[str]
+    tokenizer: Optional[str] = None  # kind metricx: the mT5 tokenizer's dir
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,8 @@ def scorer_plan(scorer: dict, models: list[str], placement: str, gpus_per_node: 
         return None
     specs = tuple(ScorerModelSpec(name=name, path=str(scorer["models"][name]["path"]),
                                   kind=str(scorer["models"][name]["kind"]),
-                                  encoder=scorer["models"][name].get("encoder")) for name in models)
+                                  encoder=scorer["models"][name].get("encoder"),
+                                  tokenizer=scorer["models"][name].get("tokenizer")) for name in models)
     on_gpu = placement in ("shared", "dedicated")
     return ScorerPlan(
         placement=placement, device="cuda" if on_gpu else "cpu",
