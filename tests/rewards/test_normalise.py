@@ -13,6 +13,8 @@ the reward's rules, not by the code under test. No QE model is weighted in train
 """
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import sacrebleu
@@ -157,7 +159,6 @@ def test_per_component_normalises_each_part_in_its_group_before_the_weights(monk
         keys = [f"{uid}_{i}_0" for i in range(len(responses))]
         parts = [expected_parts(r) for r in responses]
         for key, p in zip(keys, parts):
-            import json
             assert json.loads(extras[key]["reward_parts"]) == pytest.approx(p, abs=1e-9)
         expected = (1.0 * z([p["bleu"] for p in parts]) + 0.5 * z([p["length_match"] for p in parts])
                     + z([p["rest"] for p in parts]))
@@ -167,6 +168,22 @@ def test_per_component_normalises_each_part_in_its_group_before_the_weights(monk
         summed = z([extras[k]["score"] for k in keys])
         differs |= not np.allclose(got, summed, atol=1e-3)
     assert differs
+
+
+def test_dapos_overlong_penalty_is_part_of_the_rest(monkeypatch, tokenizer, no_scorer_env):
+    """algo=dapo: verl's dapo manager adds its overlong penalty to the score verl trains on; the rest
+    carries it (a short max_response_length puts most answers into the buffer)."""
+    overrides = tuple(o for o in PER_COMPONENT if o != "algo=grpo") + (
+        "algo=dapo", "data.max_response_length=24", "algo.overlong_buffer.len=16")
+    assert verl_config_for(*overrides).reward.reward_manager.name == "PureValidationDAPORewardManager"
+    adv, extras = advantages(monkeypatch, tokenizer, overrides)
+    assert sum(e["overlong_reward"] < 0 for e in extras.values()) >= 4
+    for uid, responses in GROUPS.items():
+        keys = [f"{uid}_{i}_0" for i in range(len(responses))]
+        parts = [expected_parts(r) for r in responses]
+        rest = [p["rest"] + extras[k]["overlong_reward"] for p, k in zip(parts, keys)]
+        expected = 1.0 * z([p["bleu"] for p in parts]) + 0.5 * z([p["length_match"] for p in parts]) + z(rest)
+        assert [adv[k] for k in keys] == pytest.approx(list(expected), abs=1e-4)
 
 
 def test_weights_apply_after_normalisation(monkeypatch, tokenizer, no_scorer_env):
