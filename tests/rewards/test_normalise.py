@@ -241,3 +241,47 @@ def test_combinations_that_cannot_work_are_refused_in_the_plan(overrides, says):
     with pytest.raises(PlanError) as err:
         build_plan(compose_config(["reward=comet", *overrides]), run_dir="/tmp/normalise-tests-run", flash_attn=None)
     assert says in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("algo,gpus", [("grpo", "2"), ("dapo", "3")])
+def test_per_component_dry_run_is_accepted_by_verl(algo, gpus, tmp_path):
+    """verl's own checks beyond validate_config (worker config classes, batch splitting:
+    tests/launcher/test_verl_oracle.py) pass, and verl's registry resolves the estimator."""
+    from verl.trainer.ppo import core_algos
+
+    from src import verl_config
+    from src.config import compose_config
+    from src.plan import build_plan
+    from src.rewards import normalise
+    from tests.launcher.test_verl_oracle import verl_accepts
+
+    cfg = compose_config(["reward=comet", f"algo={algo}", f"gpus={gpus}", "reward.normalise=per_component",
+                          f"paths.results_root={tmp_path}/results"])
+    v = verl_config.build(build_plan(cfg, run_dir=str(tmp_path / "run")), cfg)
+    assert verl_accepts(v)["padding"] == 0
+    assert core_algos.get_adv_estimator_fn(v.algorithm.adv_estimator) is normalise.compute_per_component_advantage
+
+
+def test_a_verl_override_that_undoes_it_is_refused(tmp_path):
+    from src import verl_config
+    from src.config import compose_config
+    from src.plan import build_plan
+    from src.rewards.normalise import NormaliseConfigError
+
+    cfg = compose_config(["reward=comet", "reward.normalise=per_component", "+verl.algorithm.adv_estimator=grpo",
+                          f"paths.results_root={tmp_path}/results"])
+    with pytest.raises(NormaliseConfigError, match="needs algorithm.adv_estimator=grpo_per_component, got 'grpo'"):
+        verl_config.build(build_plan(cfg, run_dir=str(tmp_path / "run")), cfg)
+
+
+def test_cli_refuses_in_one_line_exit_2_before_anything_is_written(tmp_path):
+    from tests.launcher.conftest import launch
+
+    root = tmp_path / "refused"
+    paths = [f"paths.output_dir={root}/outputs", f"paths.results_root={root}/results",
+             f"paths.data_root={root}/data", f"paths.model_root={root}/models"]
+    bad = launch(["reward=xcomet_xl", "reward.credit=token", "reward.normalise=per_component", "dry_run=true", *paths])
+    assert bad.returncode == 2
+    assert bad.stderr.startswith("error: ") and "cannot be combined with reward.credit=token" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1
+    assert not any(p.is_file() for p in root.rglob("*"))
