@@ -15,6 +15,11 @@ published figures.
 
 Each prints a markdown table (benches/RESULTS.md, "Memory (issue 12)") and, with --json, the
 rows src/plan/memory_measured.py holds.
+
+--device cuda (scorer, policy): the same models and inputs with real tensors on a GPU (random
+weights), measured by the caching allocator (torch.cuda.max_memory_allocated over the forward /
+the second micro batch; reserved and the CUDA context beside it). The policy keeps the fake process
+group: rank 0 of G ranks on one GPU, its collectives moving no data (issue 22 part 3).
 """
 from __future__ import annotations
 
@@ -50,6 +55,10 @@ SCORERS = {
     "xcomet_xl": ("XCOMETMetric", "xlmr-xl", dict(
         encoder_model="XLM-RoBERTa-XL", sent_layer="mix", layer_transformation="softmax", layer_norm=False,
         word_layer=36, error_labels=["minor", "major", "critical"])),
+    # Unbabel/wmt23-cometkiwi-da-xl: CometKiwi's UnifiedMetric on the XL encoder
+    "cometkiwi_xl": ("UnifiedMetric", "xlmr-xl", dict(
+        encoder_model="XLM-RoBERTa-XL", sent_layer="mix", layer_transformation="sparsemax", layer_norm=True,
+        word_layer=36, input_segments=["mt", "src"], word_level_training=False)),
     "xcomet_xxl": ("XCOMETMetric", "xlmr-xxl", dict(
         encoder_model="XLM-RoBERTa-XL", sent_layer="mix", layer_transformation="softmax", layer_norm=False,
         word_layer=48, error_labels=["minor", "major", "critical"])),
@@ -139,6 +148,68 @@ def measure_scorer(models, budgets, dtypes) -> list[dict]:
     return rows
 
 
+def measure_scorer_cuda(models, budgets, dtypes, device: str = "cuda") -> list[dict]:
+    """The rows of measure_scorer measured on a GPU: the model built there with random weights, the
+    encoder cast as ModelRunner does, one padded batch of `tokens` tokens in rows of 512 (every row
+    with one padded position, so the [B, 1, L, L] mask is materialised as in a service batch) under
+    inference_mode + autocast; peak allocated minus the weights."""
+    import comet.models as cm
+    import torch
+
+    torch.cuda.init()
+    free0, total = torch.cuda.mem_get_info()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        dirs = {}
+        for name in models:
+            cls_name, encoder, kw = SCORERS[name]
+            if encoder not in dirs:
+                dirs[encoder] = _encoder_dir(Path(tmp), encoder)
+            for dtype in dtypes:
+                t0 = time.time()
+                with torch.device(device):
+                    model = getattr(cm, cls_name)(
+                        nr_frozen_epochs=0.0, keep_embeddings_frozen=True, dropout=0.1, batch_size=8,
+                        load_pretrained_weights=False, local_files_only=True, pretrained_model=dirs[encoder],
+                        hidden_sizes=[3072, 1024], activations="Tanh", final_activation=None, **kw)
+                model.eval()
+                if dtype != "fp32":
+                    model.encoder.to(torch.bfloat16)
+                torch.cuda.synchronize()
+                weights = torch.cuda.memory_allocated()
+                for budget in budgets:
+                    b = max(1, budget // ((3 if cls_name == "RegressionMetric" else 1) * SEQ_LEN))
+                    ids = torch.randint(5, 900, (b, SEQ_LEN), device=device)
+                    mask = torch.ones_like(ids)
+                    mask[:, -1] = 0
+                    if cls_name == "RegressionMetric":
+                        kw_in = {f"{sg}_{k}": v for sg in ("src", "mt", "ref")
+                                 for k, v in (("input_ids", ids), ("attention_mask", mask))}
+                    else:
+                        kw_in = dict(input_ids=ids, attention_mask=mask)
+                    torch.cuda.synchronize()
+                    torch.cuda.reset_peak_memory_stats()
+                    with torch.inference_mode(), torch.autocast(torch.device(device).type, dtype=torch.bfloat16,
+                                                                enabled=dtype != "fp32"):
+                        model(**kw_in)
+                    torch.cuda.synchronize()
+                    peak = torch.cuda.max_memory_allocated()
+                    free, _ = torch.cuda.mem_get_info()
+                    rows.append(dict(model=name, dtype=dtype, tokens=budget, seq_len=SEQ_LEN,
+                                     weights_gib=weights / GIB, peak_gib=peak / GIB,
+                                     activations_gib=(peak - weights) / GIB,
+                                     reserved_gib=torch.cuda.max_memory_reserved() / GIB,
+                                     # the process's device memory outside PyTorch's pool: context, cuBLAS
+                                     outside_pool_gib=((free0 - free) - torch.cuda.memory_reserved()) / GIB,
+                                     seconds=round(time.time() - t0, 1)))
+                    print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+                    t0 = time.time()
+                    del kw_in
+                del model
+                torch.cuda.empty_cache()
+    return rows
+
+
 def _scorer_peak(model, cls_name: str, budget: int, dtype: str) -> int:
     import contextlib
 
@@ -202,7 +273,7 @@ STEP_COLS = ["model", "world_size", "params_b", "param_shard_gib", "grad_shard_g
              "step_temp_gib", "step_peak_gib"]
 
 
-def _fake_process_group(world_size: int):
+def _fake_process_group(world_size: int, device: str = "cpu"):
     """Rank 0 of a `world_size` process group whose collectives do nothing (torch's "fake" backend), and a
     1-D "fsdp" mesh over it: what verl's create_device_mesh(world_size, fsdp_size=-1) builds
     (verl/workers/engine/fsdp/utils.py), on "cpu" because verl's own helper asks for "cuda" here."""
@@ -213,7 +284,7 @@ def _fake_process_group(world_size: int):
     if dist.is_initialized():
         dist.destroy_process_group()
     dist.init_process_group("fake", rank=0, world_size=world_size, store=FakeStore())
-    return init_device_mesh("cpu", (world_size,), mesh_dim_names=["fsdp"])
+    return init_device_mesh(device, (world_size,), mesh_dim_names=["fsdp"])
 
 
 def _sharded_policy(name: str, layers, mesh, ckpt: bool):
@@ -365,6 +436,76 @@ def measure_rollout_profile(name: str, tp: int, tokens: int = 8192, seqs: int = 
                 activation_peak_gib=(c["total"] - weights) / GIB)
 
 
+def measure_policy_update_cuda(name: str, world_size: int, tokens: int, ckpt: bool, device: str = "cuda") -> dict:
+    """measure_policy_update with real tensors on a GPU: rank 0 of the same FSDP2 actor (fake process
+    group, random weights), the same packed micro batch after a short first one, peak allocated over
+    the second micro batch's forward + backward."""
+    import torch
+    from verl.utils.torch_functional import logprobs_from_logits
+
+    mesh = _fake_process_group(world_size, device)
+    t0 = time.time()
+    torch.cuda.empty_cache()
+    with torch.device(device):
+        model = _sharded_policy(name, None, mesh, ckpt)
+    vocab = POLICIES[name]["vocab_size"]
+    ids = torch.randint(0, vocab, (1, tokens), device=device)
+    pos = torch.arange(tokens, device=device).unsqueeze(0)
+    short = torch.randint(0, vocab, (1, 256), device=device)
+    first = model(input_ids=short, position_ids=torch.arange(256, device=device).unsqueeze(0), use_cache=False).logits
+    (-logprobs_from_logits(logits=first.squeeze(0), labels=short.squeeze(0)).mean()).backward()
+    del first
+    torch.cuda.synchronize()
+    shard_p = sum(p.to_local().numel() * p.element_size() for p in model.parameters())
+    shard_g = sum(p.grad.to_local().numel() * p.grad.element_size() for p in model.parameters() if p.grad is not None)
+    torch.cuda.reset_peak_memory_stats()
+    logits = model(input_ids=ids, position_ids=pos, use_cache=False).logits.squeeze(0)
+    loss = -logprobs_from_logits(logits=logits, labels=ids.squeeze(0), inplace_backward=True).mean()
+    del logits
+    loss.backward()
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated()
+    row = dict(model=name, world_size=world_size, layers=POLICIES[name]["num_hidden_layers"], tokens=tokens,
+               checkpointing=ckpt, sharded_param_gib=shard_p / GIB, sharded_grad_gib=shard_g / GIB,
+               above_shards_gib=(peak - shard_p - shard_g) / GIB, peak_gib=peak / GIB,
+               reserved_gib=torch.cuda.max_memory_reserved() / GIB, seconds=round(time.time() - t0, 1))
+    del model, loss
+    torch.cuda.empty_cache()
+    return row
+
+
+def measure_optimizer_step_cuda(name: str, world_size: int, device: str = "cuda") -> dict:
+    """measure_optimizer_step on a GPU: plain shards of each parameter's rank-0 FSDP shard, verl's
+    build_optimizer (AdamW, foreach as torch picks on CUDA), peak allocated over the second step."""
+    import torch
+    from verl.workers.config.optimizer import FSDPOptimizerConfig, build_optimizer
+
+    mesh = _fake_process_group(world_size, device)
+    with torch.device(device):
+        sharded = _sharded_policy(name, None, mesh, ckpt=False)
+    n = sum(p.numel() for p in sharded.parameters())
+    shards = [torch.nn.Parameter(p.to_local().detach().clone()) for p in sharded.parameters()]
+    del sharded
+    torch.cuda.empty_cache()
+    for p in shards:
+        p.grad = torch.randn_like(p) * 1e-3
+    opt = build_optimizer(shards, FSDPOptimizerConfig(lr=1e-6))
+    opt.step()
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    opt.step()
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated()
+    shard_bytes = sum(p.numel() * p.element_size() for p in shards)
+    state_bytes = sum(v.numel() * v.element_size() for s in opt.state.values() for k, v in s.items() if k != "step")
+    row = dict(model=name, world_size=world_size, params_b=round(n / 1e9, 3), param_shard_gib=shard_bytes / GIB,
+               grad_shard_gib=shard_bytes / GIB, adam_state_gib=state_bytes / GIB,
+               step_temp_gib=(peak - 2 * shard_bytes - state_bytes) / GIB, step_peak_gib=peak / GIB)
+    del opt, shards
+    torch.cuda.empty_cache()
+    return row
+
+
 def measure_policy(models, grid=POLICY_GRID, world_sizes=(2, 4, 8)) -> tuple[list[dict], list[dict]]:
     updates, steps = [], []
     for name in models:
@@ -391,11 +532,35 @@ def main(argv=None) -> int:
     p.add_argument("--budgets", nargs="*", type=int, default=list(BUDGETS), help="scorer: batch token budgets")
     p.add_argument("--dtypes", nargs="*", default=["bf16", "fp32"])
     p.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
+    p.add_argument("--device", default="cpu", help="cpu: fake tensors (no GPU); cuda: real tensors on the GPU")
+    p.add_argument("--grid", nargs="*", default=None,
+                   help="policy: G:T:ckpt triples, e.g. 2:10240:1 (default: the measured grid)")
     a = p.parse_args(argv)
     if a.what == "scorer":
-        rows = measure_scorer(a.models or list(SCORERS), a.budgets, a.dtypes)
-        print(json.dumps(rows, indent=1) if a.json else _table(rows, ["model", "dtype", "tokens", "weights_gib",
-                                                                       "activations_gib", "peak_gib"]))
+        if a.device == "cpu":
+            rows = measure_scorer(a.models or list(SCORERS), a.budgets, a.dtypes)
+            cols = ["model", "dtype", "tokens", "weights_gib", "activations_gib", "peak_gib"]
+        else:
+            rows = measure_scorer_cuda(a.models or list(SCORERS), a.budgets, a.dtypes, a.device)
+            cols = ["model", "dtype", "tokens", "weights_gib", "activations_gib", "peak_gib", "reserved_gib",
+                    "outside_pool_gib"]
+        print(json.dumps(rows, indent=1) if a.json else _table(rows, cols))
+        return 0
+    grid = ([tuple(int(x) for x in g.split(":")) for g in a.grid] if a.grid else POLICY_GRID)
+    grid = [(g, t, bool(c)) for g, t, c in grid]
+    if a.what == "policy" and a.device != "cpu":
+        updates, steps = [], []
+        for name in a.models or ["qwen2.5_3b"]:
+            for g, t, ckpt in grid:
+                try:
+                    updates.append(measure_policy_update_cuda(name, g, t, ckpt, a.device))
+                except Exception as exc:  # one row's failure (e.g. out of memory) must not lose the others
+                    updates.append(dict(model=name, world_size=g, tokens=t, checkpointing=ckpt, error=repr(exc)[:300]))
+                print(json.dumps(updates[-1]), file=sys.stderr, flush=True)
+            for g in sorted({g for g, _, _ in grid}):
+                steps.append(measure_optimizer_step_cuda(name, g, a.device))
+                print(json.dumps(steps[-1]), file=sys.stderr, flush=True)
+        print(json.dumps({"updates": updates, "steps": steps}, indent=1))
         return 0
     if a.what == "rollout":
         rows = [measure_rollout_profile(name, tp) for name in a.models or list(POLICIES) for tp in (1, 2)]

@@ -29,9 +29,12 @@ for), the service's batch-size and padding-waste distributions, and ends with
 `verl-load a/b=<x> a/c=<y> mean_batch=<z> tail_s=<t>`; exit 1 if a score differs from (c) by
 more than 1e-5.
 
-GPU (--device cuda --dtype bf16): same protocol. The XL-shape model (XLM-R-XL, 3.5B random
-weights) and the bf16 matmul-peak fraction from the issue are not implemented here: they need a
-GPU machine, and none was available when this was written (see benches/RESULTS.md).
+GPU (--device cuda --dtype bf16): same protocol. `--model xcomet-xl` is XCOMET-XL's real shape
+(XLM-R XL encoder: 36 layers, hidden 2560, FFN 10240, 32 heads, 3.5B parameters; random weights,
+built on the GPU and saved once under --build-dir) with the tiny fixture's tokenizer; `--peak-tflops`
+(the card's dense bf16 rate) adds the model FLOP utilisation of (a): useful FLOPs (each item's
+unpadded tokens through the encoder, 2 x non-embedding parameters per token plus attention's
+4 x tokens x hidden per layer per token) over the round's wall time. benches/gpu/README.md.
 """
 from __future__ import annotations
 
@@ -90,7 +93,76 @@ def parse_args():
                    help="verl-load: trajectories per rollout (default P x n of conf/config.yaml)")
     p.add_argument("--rollout-s", type=float, default=1.0,
                    help="verl-load: seconds from the shortest to the longest response finishing")
+    p.add_argument("--build-dir", type=Path, default=REPO / ".cache" / "bench-models",
+                   help="where --model xcomet-xl's random-weight checkpoint is written (once)")
+    p.add_argument("--peak-tflops", type=float, default=None,
+                   help="dense bf16 peak of the card, TFLOP/s: report (a)'s model FLOP utilisation")
     return p.parse_args()
+
+
+# --model names with a real encoder shape: benches/memory.py SCORERS entry
+REAL_SHAPES = {"xcomet-xl": "xcomet_xl", "xcomet-xxl": "xcomet_xxl", "cometkiwi-xl": "cometkiwi_xl"}
+
+
+def build_real_shape(name: str, out: Path, device: str) -> tuple[Path, Path]:
+    """(checkpoint, encoder dir) of a random-weight model of a real checkpoint's shape, built once.
+
+    Weights are drawn on `device` (a 3.5B model initialised on a CPU takes minutes) and saved in
+    bf16; comet's load_from_checkpoint copies them into its fp32 model as for a real checkpoint.
+    Random weights cost the time and memory of real ones; the scores mean nothing."""
+    import importlib.util
+
+    import torch
+    import comet.models as cm
+    from src.tiny_models.qe import COMMON, save_checkpoint
+
+    spec = importlib.util.spec_from_file_location("bench_memory", REPO / "benches" / "memory.py")
+    memory = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(memory)
+    cls_name, encoder, kw = memory.SCORERS[REAL_SHAPES[name]]
+    model_dir = out / name
+    ckpt = model_dir / "checkpoints" / "model.ckpt"
+    if ckpt.exists():
+        return ckpt, model_dir / "encoder" / encoder
+    tmp = out / f".{name}.tmp"
+    if tmp.exists():
+        import shutil
+        shutil.rmtree(tmp)
+    (tmp / "encoder").mkdir(parents=True)
+    enc = Path(memory._encoder_dir(tmp / "encoder", encoder))
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = getattr(cm, cls_name)(**dict(COMMON, batch_size=8), pretrained_model=str(enc),
+                                      hidden_sizes=[3072, 1024], activations="Tanh", final_activation=None, **kw)
+    if getattr(model, "word_level", False):
+        # as the tiny fixtures: random tag heads mostly say "O"; lean towards errors so spans get decoded
+        with torch.no_grad():
+            bias = [0.0, 0.6, 0.3, 0.1][: model.hidden2tag.bias.numel()]
+            model.hidden2tag.bias.copy_(torch.tensor(bias))
+    model.to(device="cpu", dtype=torch.bfloat16)  # saved as a CPU checkpoint, as real ones are
+    final_enc = model_dir / "encoder" / encoder
+    save_checkpoint(model, tmp, final_enc)
+    del model
+    tmp.rename(model_dir)
+    return ckpt, final_enc
+
+
+def useful_flops(items, encoder_dir: Path, ckpt: Path) -> float:
+    """FLOPs of one forward over `items`' unpadded QE inputs (mt + src, one pass as XCOMET and
+    CometKiwi score without a reference): per token 2 x the encoder's non-embedding parameters,
+    plus attention's scores and weighted sum, 4 x tokens x hidden per layer."""
+    import yaml
+    from transformers import AutoConfig, AutoTokenizer
+
+    cfg = AutoConfig.from_pretrained(str(encoder_dir))
+    d, layers, ffn = cfg.hidden_size, cfg.num_hidden_layers, cfg.intermediate_size
+    per_layer = 4 * d * d + 2 * d * ffn  # q, k, v, o + the two FFN matrices (biases and norms: <0.1%)
+    tok = AutoTokenizer.from_pretrained(str(encoder_dir))
+    total = 0.0
+    for it in items:
+        n = len(tok(it["mt"]).input_ids) + len(tok(it["src"]).input_ids)
+        total += 2 * n * per_layer * layers + 4 * n * n * d * layers
+    return total
 
 
 def make_items(corpus: Path, n: int, with_ref: bool, seed: int):
@@ -298,6 +370,7 @@ def main_verl(args, ckpt: Path, kind: str, corpus: Path) -> int:
     items = [it for it, _, _ in rollout]
     warm = make_rollout(corpus, n, args.rollout_s, args.workers, args.seed + 1)
     b_items = items[: args.b_items]
+    flops = useful_flops(items, args.encoder_dir, ckpt) if args.peak_tflops else None
     print(json.dumps({"load": "verl", "model": args.model, "trajectories": n,
                       "workers": args.workers, "rollout_s": args.rollout_s,
                       "b_items": len(b_items), "rounds": args.rounds, "device": args.device,
@@ -351,6 +424,11 @@ def main_verl(args, ckpt: Path, kind: str, corpus: Path) -> int:
     if diff > 1e-5:
         print(f"FAIL: service scores differ from offline predict by {diff:.2e} > 1e-5")
         return 1
+    if flops:
+        mfu = flops / best_a["span"] / (args.peak_tflops * 1e12)
+        c_mfu = flops / (n / c) / (args.peak_tflops * 1e12)
+        print(f"useful FLOPs per rollout {flops / 1e12:.2f} TFLOP; (a) {flops / best_a['span'] / 1e12:.1f} TFLOP/s "
+              f"= MFU {100 * mfu:.1f}% of {args.peak_tflops:.0f}; (c) MFU {100 * c_mfu:.1f}%")
     print(f"verl-load a/b={a / b:.2f} a/c={a / c:.2f} mean_batch={mean_batch:.1f} "
           f"tail_s={best_a['tail_s']:.3f}")
     return 0
@@ -400,9 +478,16 @@ def main() -> int:
     from tests.fixtures import build_tiny_comet as fixture
 
     out = fixture.ensure_built(with_small=True)
-    ckpt = fixture.checkpoint(out, args.model)
+    if args.model in REAL_SHAPES:
+        t0 = time.time()
+        ckpt, args.encoder_dir = build_real_shape(args.model, args.build_dir, args.device)
+        print(f"{args.model}: random-weight checkpoint ready in {time.time() - t0:.0f} s: {ckpt}", flush=True)
+    else:
+        ckpt, args.encoder_dir = fixture.checkpoint(out, args.model), None
+        if args.peak_tflops:
+            raise SystemExit("--peak-tflops needs a real-shape --model (" + ", ".join(REAL_SHAPES) + ")")
     kind = {"comet-da": "comet-da", "referenceless": "referenceless", "cometkiwi": "cometkiwi",
-            "unified-wl": "unified"}.get(args.model, "xcomet")
+            "unified-wl": "unified", "cometkiwi-xl": "cometkiwi"}.get(args.model, "xcomet")
     corpus = out / "spm" / "corpus.txt"
     if args.load == "verl":
         return main_verl(args, ckpt, kind, corpus)
