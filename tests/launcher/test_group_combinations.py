@@ -26,9 +26,9 @@ COMBOS = list(itertools.product(REWARDS, ALGOS, GPUS))
 
 
 def test_groups_offer_what_the_readme_promises():
-    assert set(REWARDS) == {"comet", "xcomet_xl", "word_qe"}
+    assert set(REWARDS) == {"comet", "xcomet_xl", "word_qe", "metricx"}
     assert set(ALGOS) == {"grpo", "dapo"}
-    assert len(COMBOS) == 24
+    assert len(COMBOS) == 32
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,138 @@
+"""reward=metricx and MetricX-24 as a held-out validation metric, end to end (issue 25 part 2): verl's
+own reward managers, built from the verl config the launcher writes, call compute_score against the
+real QE service serving the tiny random MetricX-24 (src/tiny_models/metricx.py, built with the tiny
+COMET models by `python -m src.tiny_models qe`) beside the tiny CometKiwi. Every number is checked
+against what the service itself answers for the same item: the raw MetricX score (0-25, lower is
+better) is logged, 1 - score/25 is what the reward adds."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from tests.rewards.conftest import NETGUARD, REPO, SCORER_PYTHON, TOKEN, Service, extra_info, kwargs_for
+from tests.rewards.test_verl_managers import (MT, REF, RESPONSE, SRC, bleu, check_common, clip01, manager, run,
+                                             sample, tokenizer)
+
+__all__ = ["tokenizer"]  # the module-scoped fixture, shared
+
+MODEL = "metricx24_xl"  # conf/scorer's name for MetricX-24 XL: the reward kwargs built from conf talk to it
+
+
+def start_metricx_service(tiny_dir, folder) -> Service:
+    """The QE service as the runner starts it, serving the tiny CometKiwi as cometkiwi_da and the tiny
+    MetricX-24 (and its mT5-style tokenizer) as metricx24_xl."""
+    from src.scorer.config import ModelSpec, ScorerConfig, dump_config
+    from src.tiny_models import metricx as tiny_metricx
+
+    config, ready, log = folder / "scorer.yaml", folder / "ready.json", folder / "scorer.log"
+    specs = {"cometkiwi_da": ModelSpec(path=str(tiny_dir / "models" / "cometkiwi"), kind="cometkiwi"),
+             MODEL: ModelSpec(path=str(tiny_dir / tiny_metricx.MODEL_DIR), kind="metricx",
+                              tokenizer=str(tiny_dir / tiny_metricx.TOKENIZER_DIR))}
+    dump_config(ScorerConfig(models=specs, max_wait_ms=2.0), config)
+    env = dict(os.environ, QE_SCORER_TOKEN=TOKEN, PYTHONPATH=os.pathsep.join([str(NETGUARD), str(REPO)]))
+    with open(log, "w") as err:
+        proc = subprocess.Popen([str(SCORER_PYTHON), "-m", "src.scorer.serve", "--config", str(config),
+                                 "--ready-file", str(ready)], cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=err)
+    deadline = time.monotonic() + 240
+    while not ready.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            proc.wait()
+            pytest.fail(f"the metricx scorer service did not start: {log.read_text()[-3000:]}")
+        time.sleep(0.1)
+    return Service(proc=proc, url=json.loads(ready.read_text())["url"], log=log)
+
+
+def stop(service: Service) -> None:
+    service.proc.send_signal(signal.SIGTERM)
+    try:
+        service.proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        service.proc.kill()
+        service.proc.wait()
+
+
+@pytest.fixture(scope="session")
+def metricx_service(tiny_comet_dir, tmp_path_factory):
+    svc = start_metricx_service(tiny_comet_dir, tmp_path_factory.mktemp("metricx-scorer"))
+    yield svc
+    stop(svc)
+
+
+@pytest.fixture
+def metricx_env(metricx_service, monkeypatch):
+    """The environment the runner gives verl's reward workers."""
+    monkeypatch.setenv("QE_SCORER_URL", metricx_service.url)
+    monkeypatch.setenv("QE_SCORER_TOKEN", TOKEN)
+    monkeypatch.setenv("QE_SCORER_LOG", str(metricx_service.log))
+    monkeypatch.delenv("QE_REWARD_COMPONENTS_DIR", raising=False)
+    return metricx_service
+
+
+def metricx_of(svc: Service, ref: str | None = None) -> float:
+    """The raw MetricX-24 score the service gives MT (QE mode; reference mode with `ref`)."""
+    return svc.score(MODEL, [{"src": SRC, "mt": MT, **({"ref": ref} if ref else {})}])[0]["score"]
+
+
+def kiwi_of(svc: Service) -> float:
+    return svc.score("cometkiwi_da", [{"src": SRC, "mt": MT}])[0]["score"]
+
+
+@pytest.mark.parametrize("algo", ["grpo", "dapo"])
+def test_metricx_group_training_row_through_verls_manager(tokenizer, metricx_env, algo):
+    mgr = manager(tokenizer, "reward=metricx", f"algo={algo}")
+    before = metricx_env.items_by_model()
+    info = extra_info(SRC)
+    extra = check_common(run(mgr, sample(tokenizer, RESPONSE, info)), info)
+    after = metricx_env.items_by_model()
+    assert after.get(MODEL, 0) == before.get(MODEL, 0) + 1  # one item, for this answer
+    assert after.get("cometkiwi_da", 0) == before.get("cometkiwi_da", 0)
+    raw = metricx_of(metricx_env)  # QE mode: source + translation
+    assert 0.0 < raw < 25.0 and raw != metricx_of(metricx_env, REF)  # a score the two modes tell apart
+    assert extra["metricx"] == pytest.approx(raw, abs=1e-4)  # logged raw: 0-25, lower is better
+    # format 1 + (1 - MetricX/25): the transform, clipped to [0, 1]
+    assert extra["score"] == pytest.approx(1.0 + clip01(1.0 - raw / 25.0), abs=1e-4)
+    assert extra["kiwi"] is None  # not in the training reward: not asked
+
+
+def test_metricx_group_validation_row_logs_both_and_scores_the_validation_reward(tokenizer, metricx_env):
+    mgr = manager(tokenizer, "reward=metricx", "algo=grpo")
+    info = extra_info(SRC, split="val")
+    extra = check_common(run(mgr, sample(tokenizer, RESPONSE, info)), info)
+    kiwi, raw = kiwi_of(metricx_env), metricx_of(metricx_env)
+    assert extra["kiwi"] == pytest.approx(kiwi, abs=1e-4) and extra["metricx"] == pytest.approx(raw, abs=1e-4)
+    # the validation reward is every group's (format + CometKiwi + BLEU); MetricX is logged beside it
+    assert extra["score"] == pytest.approx(1.0 + bleu() / 100 + clip01(kiwi), abs=1e-4)
+
+
+def test_reference_mode_sends_the_reference(loop, metricx_env):
+    from src.rewards.compute import compute_score
+
+    kw = kwargs_for("metricx", "reward.metricx.reference=true")
+    assert kw["metricx"] == {"reference": True}
+    out = loop.run_until_complete(compute_score("wmt_zh_en/zh-en", RESPONSE, REF, extra_info(SRC), **kw))
+    assert out["metricx"] == pytest.approx(metricx_of(metricx_env, REF), abs=1e-4)
+    # a row without a reference is scored in QE mode (an empty `ref` is not sent)
+    out = loop.run_until_complete(compute_score("wmt_zh_en/zh-en", RESPONSE, "", extra_info(SRC), **kw))
+    assert out["metricx"] == pytest.approx(metricx_of(metricx_env), abs=1e-4)
+
+
+def test_metricx_held_out_in_another_groups_validation(tokenizer, metricx_env):
+    """reward=comet trains on CometKiwi; MetricX-24 in validation_models is logged at validation with
+    weight 0 (held out: the report sets it beside kiwi) and never asked on training rows."""
+    overrides = ("reward=comet", "algo=grpo", f"reward.validation_models=[cometkiwi_da,{MODEL}]")
+    mgr = manager(tokenizer, *overrides)
+    before = metricx_env.items_by_model().get(MODEL, 0)
+    train = run(mgr, sample(tokenizer, RESPONSE, extra_info(SRC)))["reward_extra_info"]
+    assert train["metricx"] is None and metricx_env.items_by_model().get(MODEL, 0) == before
+    kiwi = kiwi_of(metricx_env)
+    assert train["score"] == pytest.approx(1.0 + bleu() / 100 + clip01(kiwi), abs=1e-4)
+    val = run(mgr, sample(tokenizer, RESPONSE, extra_info(SRC, split="val")))["reward_extra_info"]
+    assert val["metricx"] == pytest.approx(metricx_of(metricx_env), abs=1e-4)
+    assert val["score"] == pytest.approx(1.0 + bleu() / 100 + clip01(kiwi), abs=1e-4)  # weight 0: not in it
+    assert set(train) == set(val)  # verl stacks key by key
