@@ -53,7 +53,8 @@ GUARD_PREFIXES = ("degenerate_", "guard_")
 # tool keys among the overrides (the rest are Hydra overrides of the launcher's config)
 TOOL_KEYS = ("scorer_url", "scorer_device")
 # model role (src/rewards/components.py MODEL_ROLES) -> src.evaluate's metric and its model option
-ROLE_METRIC = {"comet": ("comet", "comet_model"), "kiwi": ("kiwi", "kiwi_model"), "span": ("xcomet", "xcomet_model")}
+ROLE_METRIC = {"comet": ("comet", "comet_model"), "kiwi": ("kiwi", "kiwi_model"), "span": ("xcomet", "xcomet_model"),
+               "metricx": ("metricx", "metricx_model")}
 # compute_score calls in flight (the service batches them, as it does a worker's)
 CONCURRENCY = 16
 

@@ -136,3 +136,23 @@ def test_metricx_held_out_in_another_groups_validation(tokenizer, metricx_env):
     assert val["metricx"] == pytest.approx(metricx_of(metricx_env), abs=1e-4)
     assert val["score"] == pytest.approx(1.0 + bleu() / 100 + clip01(kiwi), abs=1e-4)  # weight 0: not in it
     assert set(train) == set(val)  # verl stacks key by key
+
+
+def test_inspect_explains_a_metricx_reward(metricx_service, tmp_path, monkeypatch, capsys):
+    """`python -m src.rewards.inspect reward=metricx`: the training reward of given translations, with
+    the raw MetricX-24 score the service gives each (QE mode) and 1 + (1 - score/25) as the score."""
+    from src.rewards import inspect as tool
+
+    for key in ("QE_SCORER_URL", "QE_SCORER_LOG", "QE_REWARD_COMPONENTS_DIR"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("QE_SCORER_TOKEN", TOKEN)
+    rows = tmp_path / "in.jsonl"
+    rows.write_text(json.dumps({"id": "a", "src": SRC, "lang_pair": "zh-en", "hyp": MT, "ref": REF}) + "\n",
+                    encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    rc = tool.main(["--input", str(rows), "--out", str(out), "reward=metricx", f"scorer_url={metricx_service.url}"])
+    assert rc == 0, capsys.readouterr().err
+    (got,) = [json.loads(l) for l in out.read_text(encoding="utf-8").splitlines()]
+    raw = metricx_of(metricx_service)
+    assert got["components"]["metricx"] == pytest.approx(raw, abs=1e-4)
+    assert got["score"] == pytest.approx(1.0 + clip01(1.0 - raw / 25.0), abs=1e-4)
