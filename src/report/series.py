@@ -168,7 +168,7 @@ def held_out_panels(run: RunData) -> HeldOut:
     held_out = [v for v in logged if weights[v] == 0.0]
     if not held_out:
         return HeldOut(trained, [], {}, "no held-out metric was logged at validation: add one with "
-                                        "reward.validation_models=[...,comet_da] or reward.mode=eval")
+                                        "reward.validation_models=[...,comet_da] (or metricx24_xl) or reward.mode=eval")
     labels = {ds: _short(ds) for v in logged for ds in val[v]}
     if len(set(labels.values())) < len(labels):
         labels = {ds: ds for ds in labels}
