@@ -79,11 +79,18 @@ def test_the_metricx_group_asks_metricx_in_qe_mode():
 
 
 @pytest.mark.parametrize("reward", ["comet", "xcomet_xl", "word_qe"])
-def test_a_group_without_metricx_keeps_its_kwargs(reward):
-    """No metricx key anywhere: the verl config, and so the run id, of every existing group is as it was."""
+def test_a_group_has_metricx_keys_exactly_when_it_names_a_metricx_model(reward):
+    """Without a MetricX model, no metricx key anywhere: the verl config, and so the run id, of every
+    existing group is as it was. Naming one adds exactly its keys."""
     kw = kwargs_for(reward)
     assert set(kw["train_weights"]) == set(kw["validation_weights"]) == set(kw["clip"]) == SIX
     assert set(kw["models"]) == {"comet", "kiwi", "span"} and "metricx" not in kw
+    held = kwargs_for(reward, "reward.validation_models=[cometkiwi_da,metricx24_xl]")
+    assert set(held["train_weights"]) == set(held["validation_weights"]) == set(held["clip"]) == SIX | {"metricx"}
+    assert held["models"] == {**kw["models"], "metricx": "metricx24_xl"} and held["metricx"] == {"reference": False}
+    assert {k: v for k, v in held.items() if k not in ("train_weights", "validation_weights", "clip", "models",
+                                                       "metricx")} == {k: v for k, v in kw.items() if k not in (
+        "train_weights", "validation_weights", "clip", "models")}
 
 
 def test_metricx_in_validation_models_is_a_held_out_metric():
