@@ -285,3 +285,29 @@ def test_cli_refuses_in_one_line_exit_2_before_anything_is_written(tmp_path):
     assert bad.stderr.startswith("error: ") and "cannot be combined with reward.credit=token" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
     assert not any(p.is_file() for p in root.rglob("*"))
+
+
+def test_verls_own_gdpo_finds_no_reward_keys_in_the_v1_trainer(monkeypatch, tokenizer, no_scorer_env):
+    """Why grpo_per_component exists (src/rewards/normalise.py): verl 0.9.1's gdpo estimator, run by
+    its V1 trainer's _compute_advantage on the same trajectories, gets only what that step fetched
+    from TransferQueue (uid, response_mask, rm_scores...), not the reward keys nor the prompts it
+    reads. Should a verl upgrade make this pass, verl's gdpo can replace ours."""
+    import copy
+
+    from omegaconf import open_dict
+    from transfer_queue import KVBatchMeta
+    from verl.trainer.ppo.v1 import PPOTrainerSync, trainer_base
+
+    from src.trainer import entry
+
+    store, keys, _ = trajectories(tokenizer, BASE)
+    monkeypatch.setattr(trainer_base, "tq", store)
+    config = copy.deepcopy(verl_config_for(*BASE))
+    with open_dict(config):
+        config.algorithm.adv_estimator = "gdpo"
+        config.algorithm.gdpo_reward_keys = ["bleu", "length_match"]
+    trainer = object.__new__(entry.time_limited(PPOTrainerSync))
+    trainer.config = config
+    with pytest.raises((KeyError, AssertionError)) as err:
+        trainer._compute_advantage(KVBatchMeta(keys=keys, tags=[{} for _ in keys], partition_id="train"), {})
+    assert "prompts" in str(err.value), err.value  # batch["prompts"]: read before any reward key
