@@ -77,3 +77,12 @@ def test_rewards_plot_and_summary_read_metricx_as_lower_is_better(metricx_run, t
     row = next(l for l in summary.splitlines() if l.startswith("| metricx (0-25, lower is better) | val zh-en"))
     # best is the lowest score, at the first validation (it only got worse)
     assert row.split(" | ")[4] == f"{_mean('zh-en', lambda i: rb.held_out_metricx(0, i)):.4f} (step 0)"
+
+
+def test_samples_page_says_metricx_is_lower_is_better(metricx_run, tmp_path):
+    run = tmp_path / metricx_run.name
+    shutil.copytree(metricx_run, run)
+    page = build_report(run).files["val_samples"].read_text(encoding="utf-8")
+    first = rb.held_out_metricx(0, 0)
+    assert f"metricx: {first:.3f} (0-25, lower is better)" in page
+    assert "xcomet: " in page and "xcomet: 0.710 (" not in page  # a 0-1 metric stays as it was
