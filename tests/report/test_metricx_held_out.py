@@ -86,3 +86,24 @@ def test_samples_page_says_metricx_is_lower_is_better(metricx_run, tmp_path):
     first = rb.held_out_metricx(0, 0)
     assert f"metricx: {first:.3f} (0-25, lower is better)" in page
     assert "xcomet: " in page and "xcomet: 0.710 (" not in page  # a 0-1 metric stays as it was
+
+
+def test_trained_on_metricx_the_gap_reads_its_fall_as_a_gain():
+    """reward=metricx: MetricX-24 is the trained metric and falls (improves) from 8 to 5; CometKiwi,
+    held out, rises by 0.02. On the 0-1 scale MetricX gained 3/25 = 0.12, so the gap is 0.10."""
+    import pandas as pd
+
+    from src.report.series import HeldOut
+
+    steps = [0, 2, 4]
+    held = HeldOut(["metricx"], ["kiwi"], {"zh-en": {
+        "metricx (trained)": pd.Series([8.0, 6.5, 5.0], index=steps),
+        "kiwi (held out)": pd.Series([0.50, 0.51, 0.52], index=steps)}})
+    rows = {l.split(" | ")[1]: l for l in held_out_lines(held) if l.startswith("| zh-en")}
+    assert rows["kiwi (held out)"].rstrip(" |").endswith("| 0.0200 | 0.1000")
+    assert "metricx (trained) (0-25, lower is better) | 8.0000 | 5.0000 | -3.0000 |" in rows[
+        "metricx (trained) (0-25, lower is better)"]
+    fig = plot_held_out(held)
+    twin = fig.axes[-1]
+    assert twin.yaxis_inverted() and [l.get_label() for l in twin.get_lines()] == ["metricx (trained)"]
+    assert twin.get_lines()[0].get_linestyle() == "-"  # trained: solid, as on the left axis
