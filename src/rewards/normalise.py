@@ -176,12 +176,17 @@ def weights_of(reward_kwargs: Mapping[str, Any]) -> dict[str, float]:
 
 
 def parts_matrix(reward_extra_infos: Sequence[Mapping[str, Any]], weights: Mapping[str, float],
-                 scores: Sequence[float]) -> list[list[float]]:
+                 scores: Sequence[float], padding: Sequence[bool] | None = None) -> list[list[float]]:
     """One row of parts per trajectory (in `weights`' order) from its reward_extra_info; the rest
     takes the overlong penalty verl's dapo manager added. `scores`: what verl trains on (rm_scores'
-    row sums): rows whose weighted parts do not add up to it are refused, not trained on."""
+    row sums): rows whose weighted parts do not add up to it are refused, not trained on.
+    `padding`: verl's padding rows (no response token, a group of their own): all parts 0."""
     rows = []
-    for i, (info, score) in enumerate(zip(reward_extra_infos, scores, strict=True)):
+    padding = padding if padding is not None else [False] * len(scores)
+    for i, (info, score, pad) in enumerate(zip(reward_extra_infos, scores, padding, strict=True)):
+        if pad:
+            rows.append([0.0] * len(weights))
+            continue
         raw = (info or {}).get(RESULT_KEY)
         if not isinstance(raw, str):
             raise RuntimeError(f"{ESTIMATOR}: trajectory {i} has no {RESULT_KEY!r} in its reward_extra_info (the "

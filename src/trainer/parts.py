@@ -32,9 +32,13 @@ class RewardPartsAdvantage:
         scores = data["rm_scores"].sum(dim=1).tolist()
         infos = [(f or {}).get("reward_extra_info") or {} if isinstance(f, dict) else {}
                  for f in data.pop("extra_fields").tolist()]
+        # verl's padding rows (padding_utils.py, upsample_batch_to_divisible_size: tagged is_padding, in a
+        # group of their own, no response token, rm_scores 0) carry a copy of a real row's extra_fields
+        padding = [bool((tag or {}).get("is_padding")) for tag in batch.tags]
         weights = normalise.weights_of(self.config.reward.custom_reward_function.reward_kwargs)
-        rows = normalise.parts_matrix(infos, weights, scores)
+        rows = normalise.parts_matrix(infos, weights, scores, padding)
+        real = [row for row, pad in zip(rows, padding) if not pad]
         for k, name in enumerate(weights):
-            metrics[f"reward_parts/{name}/mean"] = sum(r[k] for r in rows) / len(rows) if rows else 0.0
+            metrics[f"reward_parts/{name}/mean"] = sum(r[k] for r in real) / len(real) if real else 0.0
         with normalise.batch_parts(uids, rows, weights):
             return super()._compute_advantage(batch, metrics)

@@ -68,20 +68,23 @@ class Store:
     def __init__(self):
         self.rows: dict[str, dict] = {}
 
-    def kv_batch_get(self, keys, partition_id, select_fields):
+    def kv_batch_get(self, keys, partition_id, select_fields=None):
         from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 
         rows = [self.rows[k] for k in keys]
-        present = [f for f in select_fields if f in rows[0]]
+        present = [f for f in (select_fields or rows[0]) if f in rows[0]]
         return list_of_dict_to_tensordict([{f: row[f] for f in present} for row in rows])
 
-    def kv_batch_put(self, keys, partition_id, fields):
+    def kv_batch_put(self, keys, partition_id, fields, tags=None):
+        import torch
         from transfer_queue import KVBatchMeta
 
         for name in fields.keys():
-            for key, value in zip(keys, fields[name].unbind(0), strict=True):
-                self.rows[key][name] = value
-        return KVBatchMeta(keys=list(keys), tags=[{} for _ in keys], partition_id=partition_id)
+            column = fields[name]
+            values = column.unbind(0) if isinstance(column, torch.Tensor) else [fields[i][name] for i in range(len(keys))]
+            for key, value in zip(keys, values, strict=True):
+                self.rows.setdefault(key, {})[name] = value
+        return KVBatchMeta(keys=list(keys), tags=list(tags or [{} for _ in keys]), partition_id=partition_id)
 
 
 def trajectories(tokenizer, overrides: tuple[str, ...]) -> tuple[Store, list[str], dict[str, dict]]:
@@ -110,8 +113,11 @@ def trajectories(tokenizer, overrides: tuple[str, ...]) -> tuple[Store, list[str
 
 def advantages(monkeypatch, tokenizer, overrides: tuple[str, ...]) -> tuple[dict[str, float], dict[str, dict]]:
     """Per trajectory key: the advantage verl's sync trainer writes back (one value on every response
-    token, checked), and the reward_extra_info."""
+    token, checked), and the reward_extra_info. The batch is padded first as verl pads a batch that
+    is not a multiple of what its workers split it into (trainer_base.py _balance_batch ->
+    padding_utils.upsample_batch_to_divisible_size): padding rows copy a real row's extra_fields."""
     from transfer_queue import KVBatchMeta
+    from verl.trainer.ppo import padding_utils
     from verl.trainer.ppo.v1 import PPOTrainerSync, trainer_base
 
     from src.rewards import normalise
@@ -119,12 +125,20 @@ def advantages(monkeypatch, tokenizer, overrides: tuple[str, ...]) -> tuple[dict
 
     store, keys, extras = trajectories(tokenizer, overrides)
     monkeypatch.setattr(trainer_base, "tq", store)
+    monkeypatch.setattr(padding_utils, "tq", store)
     config = verl_config_for(*overrides)
     normalise.register_for(config)  # the TaskRunner's call (entry.py TimeLimitTaskRunner.run)
     trainer = object.__new__(entry.time_limited(PPOTrainerSync))  # only what _compute_advantage reads
     trainer.config = config
+    batch = padding_utils.upsample_batch_to_divisible_size(
+        KVBatchMeta(keys=keys, tags=[{"seq_len": 1} for _ in keys], partition_id="train"), 5, tokenizer.eos_token_id)
+    padded = batch.keys[len(keys):]
+    assert len(padded) == 2 and all(tag["is_padding"] for tag in batch.tags[len(keys):])
     metrics: dict = {}
-    trainer._compute_advantage(KVBatchMeta(keys=keys, tags=[{} for _ in keys], partition_id="train"), metrics)
+    trainer._compute_advantage(batch, metrics)
+    for key in padded:  # no response token: nothing to train on
+        assert float(store.rows[key]["response_mask"].sum()) == 0.0
+        assert store.rows[key]["advantages"].abs().sum() == 0.0
     out = {}
     for key in keys:
         adv = store.rows[key]["advantages"]
