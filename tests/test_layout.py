@@ -30,7 +30,8 @@ ALLOWED = {
     "rewards": {"data", "scorer"},
     "report": {"data", "scorer"},
     # config.dotted.flatten: the one flatten, shared with the run identity (record)
-    "plan": {"config", "rewards"},
+    # + src.scorer.config KINDS (stdlib + PyYAML): the backend of a QE model's kind sizes its memory
+    "plan": {"config", "rewards", "scorer"},
     "trainer": {"rewards"},
     "verl_config": {"config", "plan", "rewards"},
     "record": {"config"},

@@ -36,7 +36,12 @@ the FSDP2 tracker's shards confirm 4 N / G bytes), tp = rollout tensor parallel,
                    (src/plan/memory_measured.py SCORER_BYTES_PER_HIDDEN: about 6.3 B in bf16, 8.3 B in
                    fp32, the largest ratio over the stock comet classes' forward peaks in
                    SCORER_PEAKS; comet keeps every layer's hidden states and an fp32 copy of each
-                   for its layer mix) + the CUDA context of its process (CUDA_CONTEXT_GB, cited there)
+                   for its layer mix); a MetricX model (backend metricx):
+                   max(T_s, L) x heads x L x c', L = 1535 its longest input, c' measured
+                   (METRICX_BYTES_PER_HEAD_POSITION: 12.5 B in bf16, 17.0 B in fp32, METRICX_PEAKS;
+                   mT5's eager attention holds [rows, heads, L, L] scores, and a batch of n rows
+                   within the budget holds at most T_s x L of them) + the CUDA context of its
+                   process (CUDA_CONTEXT_GB, cited there)
   reserve          memory.reserve_gb: CUDA contexts of the training and vLLM processes, NCCL
                    buffers, allocator fragmentation
 
@@ -57,8 +62,9 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
-from .memory_measured import (ADAM_STEP_TEMP_RATIO, CUDA_CONTEXT_GB, SCORER_BYTES_PER_HIDDEN, VLLM_CUDA_GRAPH_GB,
-                                 VLLM_NON_TORCH_GB, VLLM_PROFILE_PEAK_GB, policy_update_transient_bytes)
+from .memory_measured import (ADAM_STEP_TEMP_RATIO, CUDA_CONTEXT_GB, METRICX_BYTES_PER_HEAD_POSITION,
+                                 METRICX_SEQ_LEN, SCORER_BYTES_PER_HIDDEN, VLLM_CUDA_GRAPH_GB, VLLM_NON_TORCH_GB,
+                                 VLLM_PROFILE_PEAK_GB, policy_update_transient_bytes)
 
 GIB = 2 ** 30
 # What vLLM subtracts from its share before the KV cache (vllm/v1/worker/gpu_worker.py
@@ -95,6 +101,7 @@ class ScorerModel:
     hidden: int
     ffn: int
     heads: int
+    backend: str = "comet"  # the scorer backend serving its kind (src/scorer/config.py KINDS)
 
 
 @dataclass(frozen=True)
@@ -158,9 +165,17 @@ def scorer_need_gb(models: tuple[ScorerModel, ...], dtype: str, batch_tokens: in
         return 0.0, 0.0, 0.0
     b = _dtype_bytes(dtype)
     weights = _gib(sum(m.params_b * 1e9 * b for m in models))
-    c = SCORER_BYTES_PER_HIDDEN["fp32" if b == 4 else "bf16"]
-    acts = max(_gib(batch_tokens * m.hidden * (m.layers + 1) * c) for m in models)
+    acts = max(_gib(scorer_activation_bytes(m, "fp32" if b == 4 else "bf16", batch_tokens)) for m in models)
     return weights, acts, weights + acts + SCORER_CONTEXT_GB
+
+
+def scorer_activation_bytes(m: ScorerModel, dtype: str, batch_tokens: int) -> float:
+    """One batch of `batch_tokens` padded tokens through `m` (dtype bf16 or fp32), by its backend's
+    measured figure (src/plan/memory_measured.py)."""
+    if m.backend == "metricx":
+        # the batcher keeps rows x longest row <= the budget, except a lone longest item
+        return max(batch_tokens, METRICX_SEQ_LEN) * m.heads * METRICX_SEQ_LEN * METRICX_BYTES_PER_HEAD_POSITION[dtype]
+    return batch_tokens * m.hidden * (m.layers + 1) * SCORER_BYTES_PER_HIDDEN[dtype]
 
 
 def plan_memory(x: MemoryInputs) -> MemoryPlan:

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Optional
 
+from src.scorer.config import KINDS
+
 from .batch import BatchPlan
 from .memory import ActorShape, MemoryInputs, MemoryPlan, ScorerModel, plan_memory
 from .values import PlanError, positive
@@ -36,8 +38,12 @@ def _scorer_shapes(cfg: dict, names: list[str]) -> tuple[ScorerModel, ...]:
         if not m.get("params_b") or not all(shape.get(k) for k in ("layers", "hidden", "ffn", "heads")):
             raise PlanError(f"scorer.models.{name} needs params_b and encoder_shape {{layers, hidden, ffn, heads}} "
                             f"for the memory plan (see conf/scorer/default.yaml)")
+        kind = KINDS.get(m.get("kind"))
+        if kind is None:
+            raise PlanError(f"scorer.models.{name}.kind must be one of {', '.join(KINDS)}, got {m.get('kind')!r}")
         shapes.append(ScorerModel(name=name, params_b=float(m["params_b"]), layers=shape["layers"],
-                                  hidden=shape["hidden"], ffn=shape["ffn"], heads=shape["heads"]))
+                                  hidden=shape["hidden"], ffn=shape["ffn"], heads=shape["heads"],
+                                  backend=kind.backend))
     return tuple(shapes)
 
 

@@ -70,6 +70,56 @@ def _bytes_per_hidden(dtype: str) -> float:
 # bytes per token per hidden unit per kept layer (embeddings + each layer); 16-bit runs use bf16's row
 SCORER_BYTES_PER_HIDDEN = {"bf16": _bytes_per_hidden("bf16"), "fp32": _bytes_per_hidden("fp32")}
 
+# MetricX-24 (the scorer's metricx backend, src/scorer/backends/metricx.py): peak of one forward of that
+# backend's MT5ForRegression (the mT5 encoder, one decoder step, one logit) on the real mT5-XL and mT5-XXL
+# shapes (google/mt5-xl, google/mt5-xxl config.json: d_model 2048 / 4096, d_ff 5120 / 10240, 24 + 24
+# layers, 32 / 64 heads, vocab 250112), all weights in the dtype (the backend loads the whole model in
+# it); one padded batch of max(1, tokens // 1535) rows of METRICX_SEQ_LEN tokens, FakeTensorMode +
+# MemTracker as above. Regenerate (about 6 minutes on 2 cores) with
+#     .venv-scorer/bin/python benches/memory.py metricx
+# Rows of the longest input are the worst case for a budget: mT5's attention is eager (transformers
+# 4.57 MT5Attention has no SDPA path) and materialises [rows, heads, L, L] scores, their fp32 softmax and
+# the position bias, so per token the activations grow with L x heads. Measured they are exactly
+# tokens x heads x L x c (c below, the same for XL and XXL at every budget). The same forward on an H200
+# with real tensors and random weights (torch 2.11, transformers 5.17, issue 25) allocated 8.74 GiB (XL,
+# bf16, 16384 tokens), 10.25 GiB (XL, fp32) and 17.39 GiB (XXL, bf16) above the weights.
+# (model, dtype, tokens): (weights GiB, activations GiB at the forward's peak)
+METRICX_PEAKS = {
+    ("metricx24_xl", "bf16", 2048): (6.971, 0.878),
+    ("metricx24_xl", "bf16", 4096): (6.971, 1.756),
+    ("metricx24_xl", "bf16", 8192): (6.971, 4.389),
+    ("metricx24_xl", "bf16", 16384): (6.971, 8.778),
+    ("metricx24_xl", "fp32", 2048): (13.942, 1.194),
+    ("metricx24_xl", "fp32", 4096): (13.942, 2.388),
+    ("metricx24_xl", "fp32", 8192): (13.942, 5.969),
+    ("metricx24_xl", "fp32", 16384): (13.942, 11.938),
+    ("metricx24_xxl", "bf16", 2048): (24.067, 1.756),
+    ("metricx24_xxl", "bf16", 4096): (24.067, 3.511),
+    ("metricx24_xxl", "bf16", 8192): (24.067, 8.778),
+    ("metricx24_xxl", "bf16", 16384): (24.067, 17.556),
+    ("metricx24_xxl", "fp32", 2048): (48.135, 2.388),
+    ("metricx24_xxl", "fp32", 4096): (48.135, 4.775),
+    ("metricx24_xxl", "fp32", 8192): (48.135, 11.938),
+    ("metricx24_xxl", "fp32", 16384): (48.135, 23.876),
+}
+# the measured rows' length: MetricX-24's longest input, 1536 tokens with </s> less the </s> it removes
+# (src/scorer/backends/metricx.py MAX_INPUT_LENGTH - 1)
+METRICX_SEQ_LEN = 1535
+# attention heads of the measured models (benches/memory.py METRICX)
+METRICX_HEADS = {"metricx24_xl": 32, "metricx24_xxl": 64}
+
+
+def _metricx_bytes_per_head_position(dtype: str) -> float:
+    ratios = [acts * 2 ** 30 / (max(1, tokens // METRICX_SEQ_LEN) * METRICX_SEQ_LEN * METRICX_HEADS[name]
+                                * METRICX_SEQ_LEN)
+              for (name, d, tokens), (_, acts) in METRICX_PEAKS.items() if d == dtype]
+    return max(ratios)
+
+
+# bytes per token per head per position of its row: about 12.5 B in bf16, 17.0 B in fp32
+METRICX_BYTES_PER_HEAD_POSITION = {"bf16": _metricx_bytes_per_head_position("bf16"),
+                                   "fp32": _metricx_bytes_per_head_position("fp32")}
+
 # Published constants the fake-tensor measurement cannot see:
 # - CUDA context + allocator of a process: PyTorch's CUDA semantics notes put the context at
 #   "hundreds of MiB" to ~1 GiB depending on the device and the kernels loaded (lazy loading,
