@@ -126,6 +126,9 @@ def regression_model_class():
     from transformers.models.mt5.modeling_mt5 import MT5Config, MT5PreTrainedModel, MT5Stack
 
     class MT5ForRegression(MT5PreTrainedModel):
+        # the stacks' embeddings are `shared` itself (as in MT5ForConditionalGeneration)
+        _tied_weights_keys = ["encoder.embed_tokens.weight", "decoder.embed_tokens.weight"]
+
         def __init__(self, config: MT5Config):
             super().__init__(config)
             import copy
