@@ -325,3 +325,22 @@ def test_verls_own_gdpo_finds_no_reward_keys_in_the_v1_trainer(monkeypatch, toke
     with pytest.raises((KeyError, AssertionError)) as err:
         trainer._compute_advantage(KVBatchMeta(keys=keys, tags=[{} for _ in keys], partition_id="train"), {})
     assert "prompts" in str(err.value), err.value  # batch["prompts"]: read before any reward key
+
+
+def test_the_training_entry_registers_it_where_verl_looks_it_up(monkeypatch, tmp_path):
+    """What src/trainer/entry.py TimeLimitTaskRunner.run does in verl's TaskRunner process, here:
+    before the registration verl's lookup stops the run in one line, after it resolves to ours."""
+    from verl.trainer.ppo import core_algos
+
+    from src.rewards import normalise
+    from src.trainer.entry import resolve_registrations
+    from src.trainer.guard import TrainingGuardStop
+
+    monkeypatch.setenv("QE_TRAINING_STOP_FILE", str(tmp_path / "stop.txt"))
+    config = verl_config_for(*PER_COMPONENT)  # the launcher's check registered it in this process: undone
+    monkeypatch.delitem(core_algos.ADV_ESTIMATOR_REGISTRY, normalise.ESTIMATOR, raising=False)
+    with pytest.raises(TrainingGuardStop, match="adv_estimator grpo_per_component does not resolve"):
+        resolve_registrations(config)
+    normalise.register_for(config)
+    assert dict(resolve_registrations(config))["adv_estimator grpo_per_component"] == \
+        "src.rewards.normalise.compute_per_component_advantage"
