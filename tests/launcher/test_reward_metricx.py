@@ -43,8 +43,10 @@ def test_the_scorer_model_and_its_memory_follow_from_the_component(compose, tmp_
     assert xxl.scorer_models == ("metricx24_xxl", "cometkiwi_da")
     assert [(m.name, m.kind) for m in xl.scorer.models] == [("metricx24_xl", "metricx"), ("cometkiwi_da", "cometkiwi")]
     assert xl.scorer.models[0].tokenizer  # the mT5 tokenizer reaches the service's config
-    # bf16 weights: MetricX-24 XL (3.7B) and CometKiwi (0.57B) on the scorer's GPU; XXL (13B) more again
-    assert xl.memory.scorer_weights_gb == pytest.approx((3.7 + 0.57) * 1e9 * 2 / 2**30, rel=0.01)
+    # bf16 weights: MetricX-24 XL and CometKiwi (conf/scorer's params_b) on the scorer's GPU; XXL more again
+    models = compose([])["scorer"]["models"]
+    params = models["metricx24_xl"]["params_b"] + models["cometkiwi_da"]["params_b"]
+    assert xl.memory.scorer_weights_gb == pytest.approx(params * 1e9 * 2 / 2**30, rel=0.01)
     assert comet.memory.scorer_gb < xl.memory.scorer_gb < xxl.memory.scorer_gb
 
 
