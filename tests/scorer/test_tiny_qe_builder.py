@@ -75,3 +75,25 @@ def test_a_complete_tree_is_reused_and_an_older_or_incomplete_one_rebuilt(built)
     marker.unlink()  # e.g. a tree copied in half by hand
     assert _build(built)[0] == "tiny QE checkpoints built" and marker.is_file()
     assert not list(built.parent.glob(atomic.TMP_PREFIX + "*"))  # the old trees are gone
+
+
+def test_the_metricx_checkpoint_loads_through_the_scorers_backend_and_scores(built):
+    """The same build holds a MetricX-24 shaped model and mT5-style tokenizer (src/tiny_models/metricx.py),
+    as the real checkpoints come: config.json naming MT5ForRegression, a tokenizer dir with spiece.model."""
+    import json as _json
+
+    from src.scorer.backends import backend_for
+    from src.scorer.config import ModelSpec
+    from src.scorer.schema import Item, ItemOptions
+    from src.tiny_models import metricx
+
+    model_dir, tok_dir = built / metricx.MODEL_DIR, built / metricx.TOKENIZER_DIR
+    assert _json.loads((model_dir / "config.json").read_text())["architectures"] == ["MT5ForRegression"]
+    assert (tok_dir / "spiece.model").is_file() and not (tok_dir / "tokenizer.json").exists()
+    spec = ModelSpec(path=str(model_dir), kind="metricx", tokenizer=str(tok_dir))
+    backend = backend_for("metricx")
+    runner = backend.load("mx", spec, backend.resolve("mx", spec), "cpu", "fp32")
+    items = [Item(src="今天天气很好。", mt="The weather is nice today."),
+             Item(src="今天天气很好。", mt="The weather is nice today.", ref="It is a fine day.")]
+    scores = [r["score"] for r in runner.run(items, [ItemOptions()] * 2, runner.measure(items))]
+    assert all(0.0 < s < 25.0 for s in scores) and scores[0] != scores[1]
