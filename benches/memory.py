@@ -10,6 +10,7 @@ buffers, vLLM's own overhead) is not in these numbers; src/plan/memory.py adds t
 published figures.
 
   scorer (scorer env):  .venv-scorer/bin/python benches/memory.py scorer
+  metricx (scorer env): .venv-scorer/bin/python benches/memory.py metricx    # the metricx backend, mT5-XL/XXL
   policy (train env):   .venv/bin/python benches/memory.py policy     # FSDP2 update, AdamW step
   rollout (train env):  .venv/bin/python benches/memory.py rollout    # vLLM's profile-run peak
 
@@ -249,6 +250,57 @@ def _scorer_peak(model, cls_name: str, budget: int, dtype: str) -> int:
         finally:
             mask_utils.is_torchdynamo_compiling = saved
     return _peak_bytes(run, [model])
+
+
+# MetricX-24 (the scorer's metricx backend): mT5 shapes of google/mt5-xl and google/mt5-xxl (config.json),
+# which google/metricx-24-hybrid-{xl,xxl}-v2p6 are fine-tuned from
+METRICX = {
+    "metricx24_xl": dict(d_model=2048, d_kv=64, d_ff=5120, num_layers=24, num_decoder_layers=24, num_heads=32),
+    "metricx24_xxl": dict(d_model=4096, d_kv=64, d_ff=10240, num_layers=24, num_decoder_layers=24, num_heads=64),
+}
+# MetricX-24's longest input (1536 tokens less the </s> its predict.py removes): the worst case of a padded
+# batch, because mT5's eager attention holds [rows, heads, L, L] scores
+METRICX_SEQ_LEN = 1535
+
+
+def measure_metricx(models, budgets, dtypes) -> list[dict]:
+    """One forward of src/scorer/backends/metricx.py's MT5ForRegression (the encoder, one decoder step, the
+    prediction's logit) on the real shapes, every weight in the dtype as the backend loads them, one padded
+    batch of max(1, budget // 1535) rows of 1535 tokens, under inference_mode: FakeTensorMode + MemTracker."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from transformers import MT5Config
+
+    sys.path.insert(0, str(REPO))
+    from src.scorer.backends.metricx import regression_model_class
+
+    rows = []
+    for name in models:
+        for dtype in dtypes:
+            with FakeTensorMode():
+                t0 = time.time()
+                cfg = MT5Config(vocab_size=250112, feed_forward_proj="gated-gelu", tie_word_embeddings=False,
+                                dropout_rate=0.0, **METRICX[name])
+                model = regression_model_class()(cfg).eval()
+                if dtype != "fp32":
+                    _cast_fake(model, torch.bfloat16)
+                for prm in model.parameters():  # MemTracker hooks grads (none are made under inference_mode)
+                    prm.requires_grad_(True)
+                params = sum(p.numel() * p.element_size() for p in model.parameters())
+                for budget in budgets:
+                    ids = torch.ones(max(1, budget // METRICX_SEQ_LEN), METRICX_SEQ_LEN, dtype=torch.long)
+                    mask = torch.ones_like(ids)
+
+                    def run():
+                        with torch.inference_mode():
+                            model(ids, mask)
+                    peak = _peak_bytes(run, [model])
+                    rows.append(dict(model=name, dtype=dtype, tokens=budget, seq_len=METRICX_SEQ_LEN,
+                                     weights_gib=params / GIB, peak_gib=peak / GIB,
+                                     activations_gib=(peak - params) / GIB, seconds=round(time.time() - t0, 1)))
+                    print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+                    t0 = time.time()
+    return rows
 
 
 # conf/model/*.yaml shapes (each model's config.json)
@@ -527,7 +579,7 @@ def _table(rows, cols) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("what", choices=("scorer", "policy", "rollout"))
+    p.add_argument("what", choices=("scorer", "metricx", "policy", "rollout"))
     p.add_argument("--models", nargs="*", default=None)
     p.add_argument("--budgets", nargs="*", type=int, default=list(BUDGETS), help="scorer: batch token budgets")
     p.add_argument("--dtypes", nargs="*", default=["bf16", "fp32"])
@@ -545,6 +597,11 @@ def main(argv=None) -> int:
             cols = ["model", "dtype", "tokens", "weights_gib", "activations_gib", "peak_gib", "reserved_gib",
                     "outside_pool_gib"]
         print(json.dumps(rows, indent=1) if a.json else _table(rows, cols))
+        return 0
+    if a.what == "metricx":
+        rows = measure_metricx(a.models or list(METRICX), a.budgets, a.dtypes)
+        print(json.dumps(rows, indent=1) if a.json else
+              _table(rows, ["model", "dtype", "tokens", "weights_gib", "activations_gib", "peak_gib"]))
         return 0
     grid = ([tuple(int(x) for x in g.split(":")) for g in a.grid] if a.grid else POLICY_GRID)
     grid = [(g, t, bool(c)) for g, t, c in grid]
