@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -173,7 +174,8 @@ def measure_scorer_cuda(models, budgets, dtypes, device: str = "cuda") -> list[d
                         nr_frozen_epochs=0.0, keep_embeddings_frozen=True, dropout=0.1, batch_size=8,
                         load_pretrained_weights=False, local_files_only=True, pretrained_model=dirs[encoder],
                         hidden_sizes=[3072, 1024], activations="Tanh", final_activation=None, **kw)
-                model.eval()
+                # comet makes some tensors on the CPU whatever the default device (the layer mix's)
+                model.to(device).eval()
                 if dtype != "fp32":
                     model.encoder.to(torch.bfloat16)
                 torch.cuda.synchronize()
@@ -585,6 +587,7 @@ def main(argv=None) -> int:
     p.add_argument("--dtypes", nargs="*", default=["bf16", "fp32"])
     p.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
     p.add_argument("--device", default="cpu", help="cpu: fake tensors (no GPU); cuda: real tensors on the GPU")
+    p.add_argument("--one", default=None, help=argparse.SUPPRESS)
     p.add_argument("--grid", nargs="*", default=None,
                    help="policy: G:T:ckpt triples, e.g. 2:10240:1 (default: the measured grid)")
     a = p.parse_args(argv)
@@ -606,17 +609,26 @@ def main(argv=None) -> int:
     grid = ([tuple(int(x) for x in g.split(":")) for g in a.grid] if a.grid else POLICY_GRID)
     grid = [(g, t, bool(c)) for g, t, c in grid]
     if a.what == "policy" and a.device != "cpu":
+        if a.one:  # one row in this process (the caller below starts one process per row)
+            kind, name, g, t, ckpt = a.one.split(":")
+            row = (measure_policy_update_cuda(name, int(g), int(t), ckpt == "1", a.device) if kind == "update"
+                   else measure_optimizer_step_cuda(name, int(g), a.device))
+            print(json.dumps(row))
+            return 0
+        # Each row in a fresh process: in one process the rows after the first two held ~11.5 GiB more
+        # per earlier model (its shards outlived `del`), so later peaks read high (seen on an H200).
         updates, steps = [], []
         for name in a.models or ["qwen2.5_3b"]:
-            for g, t, ckpt in grid:
-                try:
-                    updates.append(measure_policy_update_cuda(name, g, t, ckpt, a.device))
-                except Exception as exc:  # one row's failure (e.g. out of memory) must not lose the others
-                    updates.append(dict(model=name, world_size=g, tokens=t, checkpointing=ckpt, error=repr(exc)[:300]))
-                print(json.dumps(updates[-1]), file=sys.stderr, flush=True)
-            for g in sorted({g for g, _, _ in grid}):
-                steps.append(measure_optimizer_step_cuda(name, g, a.device))
-                print(json.dumps(steps[-1]), file=sys.stderr, flush=True)
+            jobs = ([("update", g, t, ckpt) for g, t, ckpt in grid]
+                    + [("step", g, 0, False) for g in sorted({g for g, _, _ in grid})])
+            for kind, g, t, ckpt in jobs:
+                res = subprocess.run([sys.executable, __file__, "policy", "--device", a.device,
+                                      "--one", f"{kind}:{name}:{g}:{t}:{int(ckpt)}"], capture_output=True, text=True)
+                lines = res.stdout.strip().splitlines()
+                row = (json.loads(lines[-1]) if res.returncode == 0 and lines else
+                       dict(model=name, world_size=g, tokens=t, checkpointing=ckpt, error=res.stderr.strip()[-300:]))
+                (updates if kind == "update" else steps).append(row)
+                print(json.dumps(row), file=sys.stderr, flush=True)
         print(json.dumps({"updates": updates, "steps": steps}, indent=1))
         return 0
     if a.what == "rollout":

@@ -387,7 +387,7 @@ def main_verl(args, ckpt: Path, kind: str, corpus: Path) -> int:
         try:
             model = load_reference_model(ckpt, args)
             run_verl_round(pool, url, warm, args.workers)  # warm-up all three paths
-            model.predict(items[:2], batch_size=1, **predict_kwargs(args))
+            time_per_request(model, items[:2], args)
             time_offline(model, [it for it, _, _ in warm], args)
             before = asyncio.run(get_json(url + "/metrics"))
             for r in range(args.rounds):
@@ -459,16 +459,31 @@ def predict_kwargs(args):
     return dict(gpus=1 if args.device.startswith("cuda") else 0, progress_bar=False)
 
 
+def reference_precision(args):
+    """The service's precision for (b) and (c): a 16-bit encoder with fp32 heads needs autocast
+    (src/scorer/runner.py does the same); stock predict() without it stops at the first fp32 head
+    ("mat1 and mat2 must have the same dtype", seen on an H200 with XCOMET-XL)."""
+    import contextlib
+
+    import torch
+
+    if args.device.startswith("cuda") and args.dtype != "fp32":
+        return torch.autocast("cuda", dtype={"bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype])
+    return contextlib.nullcontext()
+
+
 def time_per_request(model, items, args) -> float:
     t0 = time.perf_counter()
-    for it in items:
-        model.predict([it], batch_size=1, **predict_kwargs(args))
+    with reference_precision(args):
+        for it in items:
+            model.predict([it], batch_size=1, **predict_kwargs(args))
     return time.perf_counter() - t0
 
 
 def time_offline(model, items, args):
     t0 = time.perf_counter()
-    out = model.predict(items, batch_size=args.offline_batch_size, **predict_kwargs(args))
+    with reference_precision(args):
+        out = model.predict(items, batch_size=args.offline_batch_size, **predict_kwargs(args))
     return out.scores, time.perf_counter() - t0
 
 
@@ -509,7 +524,7 @@ def main() -> int:
         try:
             model = load_reference_model(ckpt, args)
             asyncio.run(run_clients(url, warm, args.clients))  # warm-up all three paths
-            model.predict(warm[:2], batch_size=1, **predict_kwargs(args))
+            time_per_request(model, warm[:2], args)
             time_offline(model, warm, args)
             before = asyncio.run(get_json(url + "/metrics"))
             tails = []

@@ -29,13 +29,13 @@ the FSDP2 tracker's shards confirm 4 N / G bytes), tp = rollout tensor parallel,
                    of them), min(P n / (G / tp), max_num_seqs) sequences x (prompt + response)
                    tokens x 2 (K, V) x layers x ceil(kv_heads / tp) x head_dim x 2 bytes
   scorer (shared placement, on one training GPU; dedicated: on its own GPU)
-                   weights sum over its models of params x b (b = 2 for bf16/fp16, 4 for fp32; the
-                   small heads stay fp32 and are ignored) + activations of one batch (the service
+                   weights sum over its models of params x b (b = 2 for bf16/fp16, 4 for fp32) + for a
+                   comet model SCORER_WEIGHTS_EXTRA_GB (its fp32 heads and allocator rounding, H200) + activations of one batch (the service
                    runs one batch at a time, so the largest model counts) at its budget
                    T_s = scorer.batch_tokens: T_s x hidden x (layers + 1) x c, c measured
-                   (src/plan/memory_measured.py SCORER_BYTES_PER_HIDDEN: about 6.3 B in bf16, 8.3 B in
-                   fp32, the largest ratio over the stock comet classes' forward peaks in
-                   SCORER_PEAKS; comet keeps every layer's hidden states and an fp32 copy of each
+                   (src/plan/memory_measured.py scorer_bytes_per_hidden: the encoder shape's largest
+                   ratio over the stock comet classes' forward peaks in SCORER_PEAKS, bf16 measured
+                   on an H200: 8.3 B for XLM-R large, 6.3 B XL, 6.0 B XXL; else the largest of all; comet keeps every layer's hidden states and an fp32 copy of each
                    for its layer mix); a MetricX model (backend metricx):
                    max(T_s, L) x heads x L x c', L = 1535 its longest input, c' measured
                    (METRICX_BYTES_PER_HEAD_POSITION: 12.5 B in bf16, 17.0 B in fp32, METRICX_PEAKS;
@@ -63,7 +63,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .memory_measured import (ADAM_STEP_TEMP_RATIO, CUDA_CONTEXT_GB, METRICX_BYTES_PER_HEAD_POSITION,
-                                 METRICX_SEQ_LEN, SCORER_BYTES_PER_HIDDEN, VLLM_CUDA_GRAPH_GB, VLLM_NON_TORCH_GB,
+                                 METRICX_SEQ_LEN, SCORER_WEIGHTS_EXTRA_GB, scorer_bytes_per_hidden, VLLM_CUDA_GRAPH_GB, VLLM_NON_TORCH_GB,
                                  VLLM_PROFILE_PEAK_GB, policy_update_transient_bytes)
 
 GIB = 2 ** 30
@@ -164,7 +164,8 @@ def scorer_need_gb(models: tuple[ScorerModel, ...], dtype: str, batch_tokens: in
     if not models:
         return 0.0, 0.0, 0.0
     b = _dtype_bytes(dtype)
-    weights = _gib(sum(m.params_b * 1e9 * b for m in models))
+    weights = sum(_gib(m.params_b * 1e9 * b) + (SCORER_WEIGHTS_EXTRA_GB if m.backend != "metricx" else 0.0)
+                  for m in models)
     acts = max(_gib(scorer_activation_bytes(m, "fp32" if b == 4 else "bf16", batch_tokens)) for m in models)
     return weights, acts, weights + acts + SCORER_CONTEXT_GB
 
@@ -175,7 +176,7 @@ def scorer_activation_bytes(m: ScorerModel, dtype: str, batch_tokens: int) -> fl
     if m.backend == "metricx":
         # the batcher keeps rows x longest row <= the budget, except a lone longest item
         return max(batch_tokens, METRICX_SEQ_LEN) * m.heads * METRICX_SEQ_LEN * METRICX_BYTES_PER_HEAD_POSITION[dtype]
-    return batch_tokens * m.hidden * (m.layers + 1) * SCORER_BYTES_PER_HIDDEN[dtype]
+    return batch_tokens * m.hidden * (m.layers + 1) * scorer_bytes_per_hidden(dtype, m.layers, m.hidden)
 
 
 def plan_memory(x: MemoryInputs) -> MemoryPlan:

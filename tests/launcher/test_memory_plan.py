@@ -248,7 +248,7 @@ def test_placement_decides_what_the_training_gpu_holds(plan_of):
     shard, adam, _ = POLICY_STEP_PEAKS[("qwen2.5_3b", 2)]
     assert dedicated.memory.rollout_gb == pytest.approx(shard + adam + shard + 0.6 * 79.6 + 4, rel=2e-3)
     why = next(a for a in shared.adjustments if a.key == "gpu_memory_utilization")
-    assert (why.intent, why.value) == (0.6, 0.43) and "shared scorer needs 17.7 GiB on training GPU 1" in why.reason
+    assert (why.intent, why.value) == (0.6, 0.43) and "shared scorer needs 17.9 GiB on training GPU 1" in why.reason
     kinds = {m.name: m.kind for m in shared.scorer.models}
     assert kinds == {"cometkiwi_da": "cometkiwi", "xcomet_xl": "xcomet"}
 
@@ -289,7 +289,7 @@ def test_memory_plan_is_in_plan_json_and_the_table(isolated_paths):
     plan = json.loads(plan_json.read_text())
     assert plan["memory"]["vllm_share"] == plan["gpu_memory_utilization"] == 0.43 and plan["memory"]["fits"]
     assert plan["scorer"]["placement"] == "shared" and plan["scorer"]["training_gpu_index"] == 1
-    assert "peak per GPU: rollout / update" in res.stdout and "79.0 / 58.0" in res.stdout
-    assert "0.6 -> 0.43: the shared scorer needs 17.7 GiB" in res.stdout
+    assert "peak per GPU: rollout / update" in res.stdout and "79.2 / 58.2" in res.stdout
+    assert "0.6 -> 0.43: the shared scorer needs 17.9 GiB" in res.stdout
     verl = next(p for p in files_under(out) if p.name == "verl_config.yaml").read_text()
     assert "gpu_memory_utilization: 0.43" in verl

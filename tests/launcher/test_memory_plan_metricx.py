@@ -39,11 +39,12 @@ def test_metricx_figure_covers_the_measured_forward_peak(row):
 
 def test_metricx_activations_follow_heads_and_length_not_the_comet_formula():
     """Measured: 12.5 B per token per head per position of the row in bf16, for XL and XXL alike. The comet
-    formula (hidden x (layers + 1) x c) would count 56% of what MetricX-24-XXL holds at 16384 tokens."""
+    formula (hidden x (layers + 1) x c, c the largest comet ratio) would count 74% of what MetricX-24-XXL holds at
+    16384 tokens."""
     assert METRICX_BYTES_PER_HEAD_POSITION["bf16"] == pytest.approx(12.5, abs=0.01)
     xxl = conf_model("metricx24_xxl")
     comet_formula = 16384 * xxl.hidden * (xxl.layers + 1) * SCORER_BYTES_PER_HIDDEN["bf16"] / 2 ** 30
-    assert comet_formula < 0.6 * METRICX_PEAKS[("metricx24_xxl", "bf16", 16384)][1]
+    assert comet_formula < 0.8 * METRICX_PEAKS[("metricx24_xxl", "bf16", 16384)][1]
     # a lone item at the longest input is a batch even under a smaller budget
     _, small, _ = scorer_need_gb((xxl,), "bf16", 512)
     assert small * 2 ** 30 == pytest.approx(METRICX_SEQ_LEN * 64 * METRICX_SEQ_LEN * METRICX_BYTES_PER_HEAD_POSITION["bf16"])

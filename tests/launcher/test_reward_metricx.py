@@ -8,6 +8,7 @@ import pytest
 
 from src import verl_config
 from src.plan import build_plan
+from src.plan.memory_measured import SCORER_WEIGHTS_EXTRA_GB
 
 from .conftest import files_under, launch
 from .test_group_combinations import group_options
@@ -43,10 +44,11 @@ def test_the_scorer_model_and_its_memory_follow_from_the_component(compose, tmp_
     assert xxl.scorer_models == ("metricx24_xxl", "cometkiwi_da")
     assert [(m.name, m.kind) for m in xl.scorer.models] == [("metricx24_xl", "metricx"), ("cometkiwi_da", "cometkiwi")]
     assert xl.scorer.models[0].tokenizer  # the mT5 tokenizer reaches the service's config
-    # bf16 weights: MetricX-24 XL and CometKiwi (conf/scorer's params_b) on the scorer's GPU; XXL more again
+    # bf16 weights: MetricX-24 XL and CometKiwi (conf/scorer's params_b) on the scorer's GPU, plus the comet
+    # model's fp32 heads and allocator rounding (measured on an H200); XXL more again
     models = compose([])["scorer"]["models"]
     params = models["metricx24_xl"]["params_b"] + models["cometkiwi_da"]["params_b"]
-    assert xl.memory.scorer_weights_gb == pytest.approx(params * 1e9 * 2 / 2**30, rel=0.01)
+    assert xl.memory.scorer_weights_gb == pytest.approx(params * 1e9 * 2 / 2**30 + SCORER_WEIGHTS_EXTRA_GB, rel=0.01)
     assert comet.memory.scorer_gb < xl.memory.scorer_gb < xxl.memory.scorer_gb
 
 
