@@ -75,3 +75,17 @@ def test_weighting_metricx_without_its_model_is_one_line_before_anything_is_writ
     assert lines[0] == ("error: reward.weights.metricx=1.0 needs a MetricX-24 model (e.g. metricx24_xl) in "
                         "reward.sentence_models or reward.validation_models")
     assert files_under(out) == []
+
+
+def test_smoke_tiny_points_metricx_at_the_tiny_build(compose, tmp_path):
+    """experiment=smoke_tiny reward=metricx scores with the tiny MetricX-24 that `python -m src.tiny_models qe`
+    builds (src/tiny_models/metricx.py MODEL_DIR / TOKENIZER_DIR under the QE build), not the real checkpoint."""
+    from pathlib import Path
+
+    from src.tiny_models import metricx
+
+    cfg = compose(["experiment=smoke_tiny", "reward=metricx", f"paths.output_dir={tmp_path}"])
+    plan = build_plan(cfg, run_dir=str(tmp_path / "run"))
+    (m,) = [m for m in plan.scorer.models if m.name == "metricx24_xl"]
+    qe = Path(cfg["model"]["build_dir"]) / "qe"
+    assert (m.kind, Path(m.path), Path(m.tokenizer)) == ("metricx", qe / metricx.MODEL_DIR, qe / metricx.TOKENIZER_DIR)
