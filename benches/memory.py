@@ -115,6 +115,24 @@ def _encoder_dir(tmp: Path, encoder: str) -> str:
     return str(out)
 
 
+def _each_scorer(models, tmp: Path):
+    """(name, comet class name, encoder dir, hparams) per model, each encoder's dir written once."""
+    dirs = {}
+    for name in models:
+        cls_name, encoder, kw = SCORERS[name]
+        if encoder not in dirs:
+            dirs[encoder] = _encoder_dir(tmp, encoder)
+        yield name, cls_name, dirs[encoder], kw
+
+
+def _comet_model(cm, cls_name: str, encoder_dir: str, kw: dict):
+    """The stock comet class on the encoder dir's config (no pretrained weights loaded)."""
+    return getattr(cm, cls_name)(
+        nr_frozen_epochs=0.0, keep_embeddings_frozen=True, dropout=0.1, batch_size=8,
+        load_pretrained_weights=False, local_files_only=True, pretrained_model=encoder_dir,
+        hidden_sizes=[3072, 1024], activations="Tanh", final_activation=None, **kw)
+
+
 def measure_scorer(models, budgets, dtypes) -> list[dict]:
     import comet.models as cm
     import torch
@@ -122,18 +140,11 @@ def measure_scorer(models, budgets, dtypes) -> list[dict]:
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        dirs = {}
-        for name in models:
-            cls_name, encoder, kw = SCORERS[name]
-            if encoder not in dirs:
-                dirs[encoder] = _encoder_dir(Path(tmp), encoder)
+        for name, cls_name, encoder_dir, kw in _each_scorer(models, Path(tmp)):
             for dtype in dtypes:
                 with FakeTensorMode():
                     t0 = time.time()
-                    model = getattr(cm, cls_name)(
-                        nr_frozen_epochs=0.0, keep_embeddings_frozen=True, dropout=0.1, batch_size=8,
-                        load_pretrained_weights=False, local_files_only=True, pretrained_model=dirs[encoder],
-                        hidden_sizes=[3072, 1024], activations="Tanh", final_activation=None, **kw)
+                    model = _comet_model(cm, cls_name, encoder_dir, kw)
                     model.eval()
                     # as src/scorer/runner.py ModelRunner: encoder weights in 16 bit, heads fp32 + autocast
                     if dtype != "fp32":
@@ -162,18 +173,11 @@ def measure_scorer_cuda(models, budgets, dtypes, device: str = "cuda") -> list[d
     free0, total = torch.cuda.mem_get_info()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        dirs = {}
-        for name in models:
-            cls_name, encoder, kw = SCORERS[name]
-            if encoder not in dirs:
-                dirs[encoder] = _encoder_dir(Path(tmp), encoder)
+        for name, cls_name, encoder_dir, kw in _each_scorer(models, Path(tmp)):
             for dtype in dtypes:
                 t0 = time.time()
                 with torch.device(device):
-                    model = getattr(cm, cls_name)(
-                        nr_frozen_epochs=0.0, keep_embeddings_frozen=True, dropout=0.1, batch_size=8,
-                        load_pretrained_weights=False, local_files_only=True, pretrained_model=dirs[encoder],
-                        hidden_sizes=[3072, 1024], activations="Tanh", final_activation=None, **kw)
+                    model = _comet_model(cm, cls_name, encoder_dir, kw)
                 # comet makes some tensors on the CPU whatever the default device (the layer mix's)
                 model.to(device).eval()
                 if dtype != "fp32":

@@ -114,7 +114,7 @@ def build_real_shape(name: str, out: Path, device: str) -> tuple[Path, Path]:
 
     import torch
     import comet.models as cm
-    from src.tiny_models.qe import COMMON, save_checkpoint
+    from src.tiny_models.qe import save_checkpoint
 
     spec = importlib.util.spec_from_file_location("bench_memory", REPO / "benches" / "memory.py")
     memory = importlib.util.module_from_spec(spec)
@@ -132,8 +132,7 @@ def build_real_shape(name: str, out: Path, device: str) -> tuple[Path, Path]:
     enc = Path(memory._encoder_dir(tmp / "encoder", encoder))
     torch.manual_seed(0)
     with torch.device(device):
-        model = getattr(cm, cls_name)(**dict(COMMON, batch_size=8), pretrained_model=str(enc),
-                                      hidden_sizes=[3072, 1024], activations="Tanh", final_activation=None, **kw)
+        model = memory._comet_model(cm, cls_name, str(enc), kw)
     if getattr(model, "word_level", False):
         # as the tiny fixtures: random tag heads mostly say "O"; lean towards errors so spans get decoded
         with torch.no_grad():
