@@ -4,6 +4,9 @@ are refused on CPU with the allowed values read from verl's registries (src/verl
 Each case: one line on stderr, exit status 2, nothing written."""
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from tests.launcher.conftest import files_under, launch
@@ -20,9 +23,12 @@ def _registry(name: str) -> list[str]:
     if name == "reward_manager":
         from verl.experimental.reward_loop.reward_manager.registry import REWARD_MANAGER
         return sorted(REWARD_MANAGER)
-    from verl.trainer.ppo import core_algos
-    return sorted({"estimator": core_algos.ADV_ESTIMATOR_REGISTRY,
-                   "policy_loss": core_algos.POLICY_LOSS_REGISTRY}[name])
+    # read in a fresh process, as the launcher's: this one's registry also holds what earlier tests registered
+    # (grpo_token, grpo_per_component), which the launcher never does
+    registry = {"estimator": "ADV_ESTIMATOR_REGISTRY", "policy_loss": "POLICY_LOSS_REGISTRY"}[name]
+    code = f"from verl.trainer.ppo import core_algos; print('\\n'.join(sorted(core_algos.{registry})))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    return out.split()
 
 
 # (overrides, verl's reason that must be shown, registry whose names must be listed, override named)
