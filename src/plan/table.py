@@ -50,8 +50,7 @@ def attention_rows(plan: RunPlan) -> list[tuple]:
     return [("attention (actor, ref)", a.implementation,
              f"{a.reason}; verl: actor_rollout_ref.model.override_config.attn_implementation"),
             ("remove padding", "on" if a.remove_padding else "off",
-             f"{a.remove_padding_reason}; verl: actor_rollout_ref.model.use_remove_padding"),
-            *sampler_rows(plan)]
+             f"{a.remove_padding_reason}; verl: actor_rollout_ref.model.use_remove_padding")]
 
 
 def sampler_rows(plan: RunPlan) -> list[tuple]:
@@ -126,6 +125,7 @@ def render(plan: RunPlan, command: list[str], verl_config_path: str, console: Co
          why.get("gpu_memory_utilization", "rollout.gpu_memory_utilization")),
         *memory_rows(plan),
         *attention_rows(plan),
+        *sampler_rows(plan),
         ("Ray logical CPUs", f"{plan.ray_num_cpus or 'from cluster'} (need {plan.ray_cpus_needed})",
          "ray_kwargs.ray_init.num_cpus"),
         ("scorer models", ", ".join(plan.scorer_models) or "none (no service started)", "QE scoring service"),
