@@ -31,6 +31,18 @@ def credit_row(plan: RunPlan) -> tuple[str, str, str]:
             f"reward.credit; token penalties from {t.source} ({sev}); agent loop {t.agent_loop}")
 
 
+def normalise_row(plan: RunPlan) -> tuple[str, str, str]:
+    """reward.normalise: how the reward's parts become GRPO's advantage (src/rewards/normalise.py)."""
+    from src.rewards import normalise
+
+    if not normalise.enabled(plan.reward_kwargs):
+        return ("reward normalisation", normalise.SUM, "reward.normalise: GRPO on the summed score (verl's grpo)")
+    parts = ", ".join(f"{c} x{w:g}" for c, w in normalise.weights_of(plan.reward_kwargs).items())
+    return ("reward normalisation", normalise.PER_COMPONENT,
+            f"reward.normalise: each part normalised in its group, then weighted ({parts}); "
+            f"verl: algorithm.adv_estimator={normalise.ESTIMATOR}")
+
+
 def time_limit_rows(plan: RunPlan) -> list[tuple]:
     """What a Slurm time limit costs (src/plan/time_limit.py; the save: src/trainer/time_limit.py): the step in progress, if it ends in time."""
     t = plan.time_limit
@@ -131,6 +143,7 @@ def render(plan: RunPlan, command: list[str], verl_config_path: str, console: Co
         ("scorer models", ", ".join(plan.scorer_models) or "none (no service started)", "QE scoring service"),
         ("scorer placement", scorer_where(plan), "scorer.placement"),
         credit_row(plan),
+        normalise_row(plan),
         ("per node: GPUs, CPUs", f"{plan.node_gpus}, {plan.node_cpus}",
          f"Slurm request per node ({plan.scorer_gpus_per_node} dedicated scorer GPU(s))"),
         *stop_rule_rows(plan),

@@ -44,3 +44,15 @@ def test_any_command_line_goes_ahead_or_is_one_error_line(capsys, isolated_paths
         assert code == 2, err
         assert len(lines) == 1 and lines[0].startswith("error: "), (args, err)
     assert files_under(out) == [], args
+
+
+def test_a_line_break_in_an_override_stays_inside_the_one_error_line(capsys, isolated_paths):
+    """Found by the fuzz above: `'=\\r'` made Hydra's lexer refuse it and the refusal, which quotes
+    the override back, printed the carriage return raw (two lines for splitlines)."""
+    out, paths = isolated_paths
+    for bad in ["=\r", "seed=1\r2", "paths.data_root=/x\u2028y"]:
+        capsys.readouterr()
+        assert launcher.check([bad] + paths + ["dry_run=true"]) == 2
+        lines = [l for l in capsys.readouterr().err.splitlines() if l.strip()]
+        assert len(lines) == 1 and lines[0].startswith("error: "), (bad, lines)
+    assert files_under(out) == []

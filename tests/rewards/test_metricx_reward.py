@@ -162,28 +162,14 @@ def test_fuzz_metricx_scores_stay_finite_and_in_range(loop, metricx_env):
     """The fuzz set of tests/rewards/test_fuzz.py (random unicode, control characters, tag soup, huge
     responses) against reward=metricx: a finite score inside the configured range, a raw MetricX-24 in
     [0, 25] wherever it was computed, and a fair share that reached the service."""
-    from hypothesis import HealthCheck, given, settings
+    from tests.rewards.test_fuzz import fuzz
 
-    from src.rewards.compute import compute_score
-    from tests.rewards.test_fuzz import check, responses, rows
+    def in_range(out):
+        assert out["metricx"] is None or 0.0 <= out["metricx"] <= 25.0
 
     kw = kwargs_for("metricx")
     before = metricx_env.items_by_model().get(MODEL, 0)
-    seen = []
-
-    @settings(max_examples=300, deadline=None, database=None, derandomize=True,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                     HealthCheck.function_scoped_fixture])
-    @given(response=responses, row=rows)
-    def one(response, row):
-        src_lang, tgt_lang, src, ref = row["direction"]
-        info = extra_info(src, src_lang=src_lang, tgt_lang=tgt_lang, template=row["template"], split=row["split"])
-        out = loop.run_until_complete(compute_score(f"fuzz/{src_lang}-{tgt_lang}", response, ref, info, **kw))
-        check(out, kw, row["split"] != "train")
-        assert out["metricx"] is None or 0.0 <= out["metricx"] <= 25.0
-        seen.append(out)
-
-    one()
-    assert len(seen) >= 200
+    seen = fuzz(loop, kw, max_examples=700, also=in_range)
+    assert len(seen) >= 500
     assert sum(1 for o in seen if o["metricx"] is not None) >= 20
     assert metricx_env.items_by_model().get(MODEL, 0) - before >= 20

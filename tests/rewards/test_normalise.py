@@ -276,6 +276,25 @@ def test_per_component_dry_run_is_accepted_by_verl(algo, gpus, tmp_path):
     assert core_algos.get_adv_estimator_fn(v.algorithm.adv_estimator) is normalise.compute_per_component_advantage
 
 
+@pytest.mark.parametrize("mode", ["sum", "per_component"])
+def test_the_plan_table_shows_the_mode_and_its_parts(mode, tmp_path):
+    from rich.console import Console
+
+    from src.config import compose_config
+    from src.plan import build_plan
+    from src.plan.table import render
+
+    cfg = compose_config(["reward=comet", f"reward.normalise={mode}", f"paths.results_root={tmp_path}/results"])
+    console = Console(record=True, width=400)
+    render(build_plan(cfg, run_dir=str(tmp_path / "run")), ["verl"], "v.yaml", console=console)
+    (row,) = [line for line in console.export_text().splitlines() if "reward normalisation" in line]
+    assert mode in row
+    if mode == "per_component":
+        assert "grpo_per_component" in row and "rest x1" in row
+    else:
+        assert "grpo_per_component" not in row
+
+
 def test_a_verl_override_that_undoes_it_is_refused(tmp_path):
     from src import verl_config
     from src.config import compose_config
