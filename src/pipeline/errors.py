@@ -13,8 +13,9 @@ USAGE_EXIT = 2
 _LINE_BREAKS = {c: repr(chr(c))[1:-1] for c in (0x0A, 0x0B, 0x0C, 0x0D, 0x1C, 0x1D, 0x1E, 0x85, 0x2028, 0x2029)}
 
 
-def one_line(text: str) -> str:
-    """`text` with its line breaks escaped (`\\r`), so that it prints as the one line it is meant to be."""
+def escape_line_breaks(text: str) -> str:
+    """`text` with its line breaks escaped (`\\r`), so that it prints as the one line it is meant to be.
+    (src.config.one_line is the other half: it folds Hydra's multi-line errors into one line.)"""
     return text.translate(_LINE_BREAKS)
 
 
@@ -22,7 +23,7 @@ class UsageError(Exception):
     """One-line refusal of bad input; the launcher prints it and exits 2, before anything is written."""
 
     def __str__(self) -> str:
-        return one_line(super().__str__())
+        return escape_line_breaks(super().__str__())
 
 
 class RunError(CompactHydraException):
@@ -30,7 +31,7 @@ class RunError(CompactHydraException):
     the launcher reports it with the job's overrides and log (Hydra prints it compactly)."""
 
     def __init__(self, message: str, code: int = 1):
-        super().__init__(one_line(message))
+        super().__init__(escape_line_breaks(message))
         self.code = code
 
 
