@@ -7,7 +7,8 @@
 # make wheelhouse PLATFORM=gpu|cpu WHEELHOUSE=DIR [PYTHON_VERSION=3.x]
 #                  download every wheel of that platform's locks, for that platform and Python, into DIR
 #                  (on a machine with internet; PLATFORM is the compute node's, never guessed here)
-# make test        setup if needed, then every test (train env, scorer env, Slurm dev cluster)
+# make test        setup if needed, then every test (train env, scorer env, Slurm dev cluster), on every core
+#   PYTEST_ARGS=...       pytest's options instead of the default (e.g. PYTEST_ARGS=-q for one process)
 # make bench       benchmarks (print numbers; see benches/RESULTS.md)
 # make locks       re-resolve envs/lock/ from envs/*.in (envs/lock.sh; registry metadata only)
 PYTHON ?= python3.11
@@ -67,7 +68,7 @@ UV_ENV := $(if $(WHEELHOUSE),WHEELHOUSE=$(WHEELHOUSE) )
 $(VENV)/.installed: $(TRAIN_LOCKS)
 	@rm -f $@
 	$(UV_ENV)$(UV) venv --quiet --allow-existing --python $(PYTHON) $(VENV)
-	$(UV) pip sync --python $(VENV)/bin/python $(SOURCE) $(TRAIN_LOCK)
+	$(UV) pip sync --compile-bytecode --python $(VENV)/bin/python $(SOURCE) $(TRAIN_LOCK)
 ifneq ($(FLASH_ATTN),)
 	FLASH_ATTENTION_FORCE_BUILD=TRUE $(UV) pip install --python $(VENV)/bin/python $(SOURCE) \
 	  --no-build-isolation-package flash-attn -r $(FLASH_ATTN_LOCK)
@@ -77,7 +78,7 @@ endif
 $(SCORER_VENV)/.installed: $(SCORER_LOCK)
 	@rm -f $@
 	$(UV_ENV)$(UV) venv --quiet --allow-existing --python $(PYTHON) $(SCORER_VENV)
-	$(UV) pip sync --python $(SCORER_VENV)/bin/python $(SOURCE) $(SCORER_LOCK)
+	$(UV) pip sync --compile-bytecode --python $(SCORER_VENV)/bin/python $(SOURCE) $(SCORER_LOCK)
 	echo "$(SCORER_LOCK)" > $@
 
 # PYTHON_VERSION (command line only: Python images export one): the compute node's Python, when it is not
@@ -100,9 +101,13 @@ endif
 locks:
 	envs/lock.sh
 
+# every test, on every core: whole modules per xdist worker, the slowest groups handed out first
+# (tests/scheduling.py); the 25 slowest tests and seconds per test directory (tests/durations.py) close
+# each run's output, so CI logs show where the time went (docs/testing.md has the budget)
+PYTEST_ARGS ?= -q -n auto --dist loadgroup --no-loadscope-reorder --durations=25
 test: setup
-	$(SCORER_VENV)/bin/python -m pytest tests/scorer -q
-	$(VENV)/bin/python -m pytest tests -q --ignore=tests/scorer
+	$(SCORER_VENV)/bin/python -m pytest tests/scorer $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest tests --ignore=tests/scorer $(PYTEST_ARGS)
 
 bench: setup
 	$(VENV)/bin/python benches/plan.py

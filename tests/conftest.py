@@ -10,12 +10,16 @@ import tempfile
 
 import pytest
 
+# how the suite is split across xdist workers, and the per-directory time table of every CI log
+pytest_plugins = ("tests.scheduling", "tests.durations")
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "offline")
 # verl's composition and verdict cache (src/verl_config/cache.py): a fresh one per test session, so no
 # verdict from a user's ~/.cache (or an earlier code version) decides a test; within the session a
-# config verl passed once is reused, as on a user's second launch
+# config verl passed once is reused, as on a user's second launch. Set here in the xdist controller
+# before its workers start, so they inherit it and share one cache (entries are written atomically)
 os.environ.setdefault("QE_RL_CACHE_DIR", tempfile.mkdtemp(prefix="qe_rl_test_cache-"))
 
 _real_connect = socket.socket.connect

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import launch_server
 from src.config import PROJECT_ROOT, compose_config
 
 
@@ -21,12 +22,12 @@ def files_under(root: Path) -> list[Path]:
 
 
 def launch(args: list[str], env_extra: dict | None = None, timeout: int = 300) -> subprocess.CompletedProcess:
-    """`python -m src.launch ARGS` as a user runs it, from the project root."""
+    """`python -m src.launch ARGS` as a user runs it, from the project root (forked from a process that
+    has imported the launcher already: tests/launch_server.py)."""
     # not inside whatever allocation pytest may run in: a launch must see no GPUs and no Slurm job
     env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES" and not k.startswith("SLURM_")}
     env.update(env_extra or {})
-    return subprocess.run([sys.executable, "-m", "src.launch", *args], cwd=PROJECT_ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return launch_server.launch(args, env=env, cwd=PROJECT_ROOT, timeout=timeout)
 
 
 @pytest.fixture

@@ -5,12 +5,14 @@ in a fresh process that knows nothing but that config's reward kwargs (as verl's
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests import launch_server
 from tests.rewards.conftest import extra_info, kwargs_for
 from tests.rewards.test_verl_managers import (MT, REF, RESPONSE, SRC, bleu, clip01, kiwi_of, manager, run, sample,
                                              tokenizer, verl_config_for)
@@ -101,9 +103,8 @@ def test_plugin_refusals_are_one_line_at_launch(overrides, message):
 
 
 def test_plugin_refusal_through_the_launcher_cli(tmp_path):
-    res = subprocess.run([sys.executable, "-m", "src.launch", "reward=comet", "+reward.weights.length_match=1",
-                          f"paths.output_dir={tmp_path}", "dry_run=true"], cwd=REPO, capture_output=True, text=True,
-                         timeout=300)
+    res = launch_server.launch(["reward=comet", "+reward.weights.length_match=1", f"paths.output_dir={tmp_path}",
+                                "dry_run=true"], env=dict(os.environ), cwd=REPO)
     assert res.returncode == 2, res.stderr[-2000:]
     lines = [l for l in res.stderr.splitlines() if l.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: ") and "unknown component 'length_match'" in lines[0]

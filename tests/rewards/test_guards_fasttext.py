@@ -6,6 +6,7 @@ fastText model and not py3langid."""
 from __future__ import annotations
 
 import json
+import os
 import random
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import pytest
 from src.rewards.compute import compute_score
 from src.rewards.guards import check, fasttext_lid, identify, known_languages, lid_code
 from src.rewards.settings import RewardConfigError, _guards, reward_kwargs
+from tests import launch_server
 from tests.rewards.conftest import _composed, extra_info, kwargs_for
 
 ZH = "孩子们在公园里踢足球，父母在旁边看着。"
@@ -188,9 +190,9 @@ def test_a_missing_or_corrupt_model_is_one_line(lid_model, tmp_path, content, me
 def test_a_missing_model_is_refused_by_the_launcher(tmp_path):
     missing = tmp_path / "glotlid" / "model.bin"
     out = tmp_path / "out"
-    res = subprocess.run([sys.executable, "-m", "src.launch", "reward=comet",
-                          f"reward.guards.wrong_language.model={missing}", f"paths.output_dir={out}", "dry_run=true"],
-                         cwd=_composed(())["paths"]["root_dir"], capture_output=True, text=True, timeout=300)
+    res = launch_server.launch(["reward=comet", f"reward.guards.wrong_language.model={missing}",
+                                f"paths.output_dir={out}", "dry_run=true"], env=dict(os.environ),
+                               cwd=_composed(())["paths"]["root_dir"])
     assert res.returncode == 2, res.stderr[-2000:]
     lines = [line for line in res.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith(f"error: reward.guards.wrong_language.model: {missing} not found")
