@@ -1,4 +1,5 @@
-"""`python -m src.launch ARGS` for tests, forked from a process that has already imported the launcher.
+"""`python -m src.launch ARGS` (and the project's other `python -m src.X` commands) for tests, forked from
+a process that has already imported the launcher.
 
 Why: a launch on a 2-core machine spends 4-8 s importing verl, torch, tensordict, transformers and
 Hydra before it plans anything, and the suite launches a few hundred times. The server imports
@@ -15,6 +16,7 @@ real `python -m src.launch` subprocess instead (`launch` decides); tests that si
 need its process group start it with subprocess.Popen themselves.
 
     launch(args, env=..., cwd=..., timeout=...) -> subprocess.CompletedProcess
+    run_module("src.report", args, env=..., ...)   the same for another of the project's commands
 """
 from __future__ import annotations
 
@@ -54,10 +56,11 @@ class _Server:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def run(self, argv: list[str], env: dict, cwd: str, timeout: float) -> subprocess.CompletedProcess:
+    def run(self, module: str, argv: list[str], env: dict, cwd: str, timeout: float) -> subprocess.CompletedProcess:
+        args = [sys.executable, "-m", module, *argv]
         with self.lock, tempfile.TemporaryDirectory(prefix="launch-") as tmp:
             out, err = Path(tmp) / "stdout", Path(tmp) / "stderr"
-            request = {"argv": argv, "env": env, "cwd": cwd, "stdout": str(out), "stderr": str(err)}
+            request = {"module": module, "argv": argv, "env": env, "cwd": cwd, "stdout": str(out), "stderr": str(err)}
             self.proc.stdin.write(json.dumps(request) + "\n")
             self.proc.stdin.flush()
             pid = json.loads(self.proc.stdout.readline())["pid"]
@@ -67,11 +70,11 @@ class _Server:
                     # as subprocess.run does: kill the launch, then say it timed out
                     os.kill(pid, 9)
                     self.proc.stdout.readline()  # its exit, which the server reports after reaping it
-                    raise subprocess.TimeoutExpired([sys.executable, "-m", "src.launch", *argv], timeout,
+                    raise subprocess.TimeoutExpired(args, timeout,
                                                     out.read_text(errors="replace"), err.read_text(errors="replace"))
             done = json.loads(self.proc.stdout.readline())
             assert done["pid"] == pid, (done, pid)
-            return subprocess.CompletedProcess([sys.executable, "-m", "src.launch", *argv], done["returncode"],
+            return subprocess.CompletedProcess(args, done["returncode"],
                                                out.read_text(errors="replace"), err.read_text(errors="replace"))
 
 
@@ -89,15 +92,22 @@ def _base_env() -> dict:
 
 def launch(argv: list[str], env: dict, cwd: str | Path = REPO, timeout: float = 300) -> subprocess.CompletedProcess:
     """`python -m src.launch *argv` with exactly `env` in `cwd`, as subprocess.run(capture_output=True, text=True)."""
+    return run_module("src.launch", argv, env, cwd, timeout)
+
+
+def run_module(module: str, argv: list[str], env: dict, cwd: str | Path = REPO,
+               timeout: float = 300) -> subprocess.CompletedProcess:
+    """`python -m MODULE *argv` (one of this project's, under src/), as `launch` runs the launcher."""
     global _server
+    assert module.startswith("src."), module
     if _server is None or not _server.alive():
         _server = _Server(_base_env())
     base = _server.env
     read_at_import = {k for k in set(env) | set(base) if k.startswith(READ_AT_IMPORT) and env.get(k) != base.get(k)}
     if Path(cwd).resolve() != REPO or read_at_import:
-        return subprocess.run([sys.executable, "-m", "src.launch", *argv], cwd=cwd, env=env, capture_output=True,
+        return subprocess.run([sys.executable, "-m", module, *argv], cwd=cwd, env=env, capture_output=True,
                               text=True, timeout=timeout)
-    return _server.run(list(argv), dict(env), str(cwd), timeout)
+    return _server.run(module, list(argv), dict(env), str(cwd), timeout)
 
 
 @atexit.register
@@ -122,7 +132,7 @@ def _exit_code(exc: SystemExit) -> int:
 
 
 def _become_launch(request: dict) -> None:
-    """In the forked child: be `python -m src.launch ARGV`, then exit as the interpreter would."""
+    """In the forked child: be `python -m MODULE ARGV`, then exit as the interpreter would."""
     import runpy
     import traceback
 
@@ -140,7 +150,11 @@ def _become_launch(request: dict) -> None:
             os.close(target)
         sys.stdin = open(0, encoding="utf-8", closefd=False)
         sys.argv = ["-m", *request["argv"]]  # runpy puts the module's path first, as `python -m` does
-        runpy.run_module("src.launch", run_name="__main__", alter_sys=True)
+        # a fresh interpreter has not imported the module it runs as __main__; the server may have (a module
+        # the launcher imports): forget that copy, as runpy would otherwise warn and run a second one
+        if not hasattr(sys.modules.get(request["module"]), "__path__"):  # a package runs its __main__ instead
+            sys.modules.pop(request["module"], None)
+        runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
     except SystemExit as exc:
         code = _exit_code(exc)
     except BaseException:  # noqa: BLE001  (as the interpreter: print the traceback, exit 1)

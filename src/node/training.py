@@ -13,8 +13,10 @@ trainer saves the step in progress and ends, then the job is requeued and resume
 """
 from __future__ import annotations
 
+import codecs
 import contextlib
 import datetime as dt
+import io
 import os
 import select
 import signal
@@ -24,7 +26,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Callable, ContextManager, Iterable, Optional
+from typing import BinaryIO, Callable, ContextManager, Iterable, Iterator, Optional
 
 from src.config import override_grammar
 from src.plan.time_limit import REQUEUE_S
@@ -36,6 +38,8 @@ from .process_group import stop_group
 # verl's main_ppo with a trainer that saves the step in progress on a time limit (src/trainer/entry.py)
 VERL_ENTRY = ["-m", "src.trainer"]
 STOP_FILE_ENV = "QE_TRAINING_STOP_FILE"  # src/trainer/guard.py writes it
+# the longest the runner waits for training's next output line before it looks at signals again
+OUTPUT_POLL_S = 0.5
 
 
 def verl_command(python: str, snapshot_dir: Path, run_dir: Path) -> list[str]:
@@ -293,12 +297,12 @@ def run(command: list[str], env: dict, log_path: Path,
             for service in services:
                 env.update(stack.enter_context(service(env)))
             proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    text=True, errors="replace", bufsize=1, start_new_session=True)
+                                    start_new_session=True)
             stop.attach(proc)
             if watch is not None:
                 watch.attach(proc)
             try:
-                for line in proc.stdout:
+                for line in output_lines(proc.stdout):
                     line = scrub(line, env)
                     sys.stdout.write(line)
                     log.write(line)
@@ -318,6 +322,34 @@ def run(command: list[str], env: dict, log_path: Path,
                 # limit; stopping them is then cut short at worst
                 watch.after_training()
         return code
+
+
+def output_lines(stream: BinaryIO, poll_s: float = OUTPUT_POLL_S) -> Iterator[str]:
+    """A child's output as text lines, as `for line in` a text-mode pipe gives them (UTF-8, undecodable
+    bytes replaced, \\r\\n and \\r read as \\n), without ever waiting in a read for longer than `poll_s`.
+
+    Why: Python runs a signal's handler (Ctrl-C's KeyboardInterrupt, SIGTERM's) in the main thread,
+    and only once that thread runs Python code again. The kernel may hand a process-directed signal
+    to any thread that does not block it, here the scorer's watcher or the time-limit thread; the
+    main thread, blocked reading a trainer that prints nothing for minutes (a long rollout, a hung
+    worker), would then not see the signal until the trainer's next line: Ctrl-C would seem ignored.
+    Waiting in select() with a timeout returns to Python code every `poll_s` at the latest.
+    """
+    fd = stream.fileno()
+    decoder = io.IncrementalNewlineDecoder(codecs.getincrementaldecoder("utf-8")(errors="replace"), translate=True)
+    pending = ""
+    while True:
+        if not select.select([fd], [], [], poll_s)[0]:
+            continue  # back in Python code: a signal handler that is due runs here
+        chunk = os.read(fd, 65536)
+        pending += decoder.decode(chunk, final=not chunk)
+        *lines, pending = pending.split("\n")
+        for line in lines:
+            yield line + "\n"
+        if not chunk:
+            break
+    if pending:
+        yield pending
 
 
 def _read_stop(path: Path) -> str | None:

@@ -185,3 +185,50 @@ def test_a_local_resume_of_a_dir_with_an_earlier_slurm_attempts_request_trains_t
     assert "trainer: left fit after step 6; saves []" in result.stdout
     assert "time limit:" not in result.stdout
     assert not time_limit.requested(ckpt) and time_limit.saved(ckpt) is None
+
+
+# The runner in its own process: training.run in the main thread over a trainer that prints one line
+# and then nothing for a minute; a helper thread takes SIGINT itself (as the kernel may hand a
+# process-directed signal to any thread that does not block it) once the line has arrived.
+INTERRUPTED_RUNNER = """
+import os, signal, sys, threading, time
+from pathlib import Path
+from src.node import training
+log = Path(sys.argv[1])
+silent = [sys.executable, "-c", "import time; print('trainer: started', flush=True); time.sleep(60)"]
+def ctrl_c_to_another_thread():
+    while "trainer: started" not in (log.read_text() if log.exists() else ""):
+        time.sleep(0.05)
+    signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+threading.Thread(target=ctrl_c_to_another_thread, daemon=True).start()
+t0 = time.monotonic()
+try:
+    training.run(silent, dict(os.environ), log)
+except KeyboardInterrupt:
+    print(f"interrupted after {time.monotonic() - t0:.1f} s", flush=True)
+    sys.exit(130)
+"""
+
+
+def test_ctrl_c_taken_by_another_thread_stops_a_silent_training_at_once(tmp_path):
+    """Python runs the KeyboardInterrupt in the main thread only when that thread runs Python code:
+    a runner blocked in a read of a silent trainer would sit out the signal until the next line."""
+    done = subprocess.run([sys.executable, "-c", INTERRUPTED_RUNNER, str(tmp_path / "train.log")], cwd=REPO,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 130, done.stdout + done.stderr
+    seconds = float(done.stdout.split("interrupted after ")[1].split()[0])
+    # the trainer sleeps 60 s: seconds, not a minute (training.OUTPUT_POLL_S is 0.5 s)
+    assert seconds < 20, done.stdout
+
+
+def test_output_lines_reads_as_a_text_pipe_would(tmp_path):
+    """The runner's reader gives what a text-mode pipe gives: lines split at \\n, \\r\\n and \\r, bytes that
+    are not UTF-8 replaced, a last line without its newline kept."""
+    cat = "\u732b ".encode()  # a 3-byte character, written in two parts
+    script = (r"import sys, time; out = sys.stdout.buffer; out.write(b'a\r\nb\rc\n\xff\xfe z\n'); out.flush(); "
+              f"time.sleep(0.2); out.write({cat[:2]!r}); out.flush(); time.sleep(0.2); "
+              f"out.write({cat[2:] + b'tail'!r}); out.flush()")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
+    got = list(training.output_lines(proc.stdout, poll_s=0.05))
+    proc.wait(timeout=30)
+    assert got == ["a\n", "b\n", "c\n", "\ufffd\ufffd z\n", "\u732b tail"]
