@@ -158,6 +158,11 @@ def added_key_refusal(overrides: list[str]) -> str | None:
             fix = (f"; did you mean {'' if near[0] in default_groups else '+'}{near[0]}={value}?" if near else "")
             return (f"{o.input_line} names no config group (groups: {', '.join(sorted(groups))}): it would add a "
                     f"key nothing reads{fix}")
+        if key.startswith("reward."):
+            refusal = _reward_key_refusal(o.input_line, key.split(".")[1:])
+            if refusal:
+                return refusal
+            continue
         node: typing.Any = schema.Config
         path = []
         for part in key.split("."):
@@ -172,6 +177,53 @@ def added_key_refusal(overrides: list[str]) -> str | None:
                 return f"{o.input_line}: {where} has no key {part!r}, so it would add a key nothing reads; {fix}"
             node = _unwrap_optional(hints[part])
             path.append(part)
+    return None
+
+
+# maps under reward. keyed by component name: src/rewards/settings.py checks their keys against the
+# component registry, plug-ins included (`+reward.weights.my_component=0.5` is how a plug-in is weighted)
+REWARD_COMPONENT_MAPS = (("weights",), ("clip",), ("validation", "weights"))
+
+
+def reward_keys() -> dict:
+    """The keys a reward group has, as a tree (None at a leaf): the shared file conf/reward_base/default.yaml
+    and every group in conf/reward/ (a key one group has, another may be given with `+`)."""
+    import yaml
+
+    def merge(into: dict, tree: dict) -> None:
+        for k, v in tree.items():
+            if isinstance(v, dict):
+                if not isinstance(into.get(k), dict):
+                    into[k] = {}
+                merge(into[k], v)
+            else:
+                into.setdefault(k, None)
+
+    keys: dict = {}
+    for path in [CONF_DIR / "reward_base" / "default.yaml", *sorted((CONF_DIR / "reward").glob("*.yaml"))]:
+        tree = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        tree.pop("defaults", None)
+        merge(keys, tree)
+    return keys
+
+
+def _reward_key_refusal(line: str, parts: list[str]) -> str | None:
+    """`+reward.weigths.kiwi=0.5`: the reward group is a free mapping to Hydra (it is parsed by
+    src/rewards/settings.py), so a misspelt key would be added, read by nothing, and the run named by it."""
+    import difflib
+
+    node: dict | None = reward_keys()
+    for i, part in enumerate(parts):
+        if tuple(parts[:i]) in REWARD_COMPONENT_MAPS:
+            return None  # a component name: checked against the registry with the plug-ins loaded
+        if not isinstance(node, dict):
+            return None  # below a leaf (a list or scalar value's own structure): the group's parser decides
+        if part not in node:
+            where = ".".join(["reward", *parts[:i]])
+            near = difflib.get_close_matches(part, sorted(node), n=1, cutoff=0.5)
+            fix = (f"did you mean {where}.{near[0]}?" if near else f"keys of {where}: {', '.join(sorted(node))}")
+            return f"{line}: {where} has no key {part!r}, so it would add a key nothing reads; {fix}"
+        node = node[part]
     return None
 
 

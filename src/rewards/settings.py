@@ -13,6 +13,7 @@ Stdlib only: the reward workers import it.
 """
 from __future__ import annotations
 
+import difflib
 import math
 from dataclasses import MISSING, dataclass
 from pathlib import Path
@@ -292,12 +293,18 @@ def _range(value: Any, key: str) -> tuple[float, float]:
     return _num(value[0], key), _num(value[1], key)
 
 
+def _unknown_component(key: str, comp: str, names: tuple[str, ...]) -> RewardConfigError:
+    near = difflib.get_close_matches(comp, names, n=1, cutoff=0.6)
+    hint = f"did you mean reward.{key}.{near[0]}? " if near else ""
+    return RewardConfigError(f"reward.{key}: unknown component {comp!r} ({hint}known: {', '.join(names)}; "
+                             f"a component of your own is loaded through reward.plugins)")
+
+
 def _weights(value: Any, key: str, names: tuple[str, ...]) -> dict[str, float]:
     weights = {c: 0.0 for c in names}
     for comp, w in dict(value).items():
         if comp not in weights:
-            raise RewardConfigError(f"reward.{key}: unknown component {comp!r} (known: {', '.join(weights)}; "
-                                    f"a component of your own is loaded through reward.plugins)")
+            raise _unknown_component(key, comp, names)
         weights[comp] = _num(w, f"{key}.{comp}")
     return weights
 
@@ -307,7 +314,7 @@ def _clips(value: Any, names: tuple[str, ...]) -> dict[str, tuple[float, float]]
     given = dict(value)
     unknown = [c for c in given if c not in names]
     if unknown:
-        raise RewardConfigError(f"reward.clip: unknown component {unknown[0]!r} (known: {', '.join(names)})")
+        raise _unknown_component("clip", unknown[0], names)
     return {c: _range(given[c], f"clip.{c}") if c in given else tuple(components.get_component(c).clip)
             for c in names}
 
@@ -444,15 +451,19 @@ def reward_kwargs(reward_cfg: Mapping[str, Any], scorer_models: Mapping[str, Any
     models = {**sentence_model_components(reward_cfg, scorer_models), "span": span_model}
     train = _weights(reward_cfg["weights"], "weights", names)
     validation = _weights(reward_cfg["validation"]["weights"], "validation.weights", names)
+    _clips(reward_cfg["clip"], names)  # a clip of a component that does not exist would be dropped below
     names = run_components(names, models, train, validation)
     train = {c: w for c, w in train.items() if c in names}
     validation = {c: w for c, w in validation.items() if c in names}
     if mode != "train":
-        # the span model is not part of the training reward; a group that has nothing else
-        # trains on the validation reward (format + CometKiwi + BLEU), which is always loaded
-        train = {c: (0.0 if components.get_component(c).model == "span" else w) for c, w in train.items()}
-        if not any(train.values()):
-            train = dict(validation)
+        # the span model is not part of the training reward (it is not loaded with mode=off)
+        span_only = {c: w for c, w in train.items() if w and components.get_component(c).model == "span"}
+        train = {c: (0.0 if c in span_only else w) for c, w in train.items()}
+    else:
+        span_only = {}
+    if not any(train.values()):
+        # the policy would learn the format bonus alone, whatever the run's name says it trains on
+        raise RewardConfigError(_no_training_weight_message(reward_cfg.get("name"), mode, span_only, validation))
     kw = {
         "reward": reward_cfg["name"],
         "mode": mode,
@@ -484,6 +495,21 @@ def reward_kwargs(reward_cfg: Mapping[str, Any], scorer_models: Mapping[str, Any
             lid["model"] = str(Path(root or Path.cwd()) / Path(lid["model"]).expanduser())
     RewardSettings.from_kwargs(kw)  # refuse at launch what would fail in the workers
     return kw
+
+
+def _no_training_weight_message(group: str | None, mode: str, span_only: Mapping[str, float],
+                                validation: Mapping[str, float]) -> str:
+    """One line: why the training reward has no weighted component, and the two ways out."""
+    if span_only:
+        why = (f"its weighted components ({', '.join(f'reward.weights.{c}={w:g}' for c, w in span_only.items())}) "
+               f"come from the span model, which trains only with reward.mode=train (this run: reward.mode={mode})")
+        fix = "set reward.mode=train, or weight a sentence-level component"
+    else:
+        why = "every reward.weights.* is 0"
+        fix = "weight a component"
+    example = " ".join(f"reward.weights.{c}={w:g}" for c, w in validation.items() if w) or "reward.weights.kiwi=1"
+    return (f"reward {group}: no component has a training weight: {why}, so the policy would learn the format "
+            f"bonus alone; {fix}, e.g. {example} (what validation scores)")
 
 
 def run_components(names: tuple[str, ...], models: Mapping[str, str | None], train: Mapping[str, float],

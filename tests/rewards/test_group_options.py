@@ -66,19 +66,54 @@ def test_word_qe_mixed_with_sentence_qe(loop, scorer_env):
 
 @pytest.mark.parametrize("reward", ["xcomet_xl", "word_qe"])
 def test_mode_eval_trains_without_the_span_model_and_logs_it_at_validation(loop, scorer_env, reward):
-    kw = kwargs_for(reward, "reward.mode=eval")
+    kw = kwargs_for(reward, "reward.mode=eval", "reward.weights.bleu=1", "reward.weights.kiwi=1")
     before = scorer_env.items_by_model().get("xcomet_xl", 0)
     train = score(loop, kw)
     assert scorer_env.items_by_model().get("xcomet_xl", 0) == before  # not asked in training
-    # nothing else weighted: the training reward falls back to the validation reward
+    # trained on the weights the run names, the span model's left out
+    assert kw["train_weights"]["bleu"] == kw["train_weights"]["kiwi"] == 1.0 and not kw["train_weights"]["xcomet"]
     assert train["xcomet"] is None and train["ok_ratio"] is None
     assert train["score"] == pytest.approx(1 + bleu() / 100 + clip01(kiwi_of(scorer_env)), abs=1e-4)
     val = score(loop, kw, split="val")
     assert val["xcomet"] == pytest.approx(xcomet_of(scorer_env)["score"], abs=1e-4)
 
 
+@pytest.mark.parametrize("overrides, why", [
+    # the span model's weight cannot train outside mode=train, and nothing else is weighted (issue 33:
+    # this once trained on the validation weights while the run's name said otherwise)
+    (("reward=xcomet_xl", "reward.mode=eval"), "(reward.weights.xcomet=1) come from the span model, which trains "
+                                               "only with reward.mode=train (this run: reward.mode=eval)"),
+    (("reward=word_qe", "reward.mode=off"), "(reward.weights.ok_ratio=1) come from the span model"),
+    (("reward=comet", "reward.weights.bleu=0", "reward.weights.kiwi=0"), "(reward.weights.mqm=1) come from the span "
+                                                                         "model"),
+    (("reward=comet", "reward.weights.bleu=0", "reward.weights.kiwi=0", "reward.weights.mqm=0"),
+     "every reward.weights.* is 0"),
+    (("reward=comet", "reward.mode=train", "reward.weights.bleu=0", "reward.weights.kiwi=0", "reward.weights.mqm=0"),
+     "every reward.weights.* is 0"),
+    (("reward=metricx", "reward.weights.metricx=0"), "every reward.weights.* is 0"),
+])
+def test_an_all_zero_training_reward_is_refused_in_every_mode(overrides, why):
+    cfg = _composed(overrides)
+    with pytest.raises(RewardConfigError) as err:
+        reward_kwargs(cfg["reward"], cfg["scorer"]["models"])
+    message = str(err.value)
+    assert "no component has a training weight" in message and why in message and "\n" not in message, message
+    assert "so the policy would learn the format bonus alone" in message and "e.g. reward.weights." in message
+
+
+def test_an_all_zero_training_reward_is_one_line_at_launch(tmp_path):
+    from tests.launcher.conftest import launch
+
+    out = launch(["reward=comet", "reward.weights.bleu=0", "reward.weights.kiwi=0", "dry_run=true",
+                  f"paths.output_dir={tmp_path}/out", f"paths.results_root={tmp_path}/r"])
+    assert out.returncode == 2, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: reward comet: no component has a training weight"), lines
+    assert not (tmp_path / "out").exists() and not (tmp_path / "r").exists()
+
+
 def test_mode_off_never_calls_the_span_model(loop, scorer_env):
-    kw = kwargs_for("word_qe", "reward.mode=off")
+    kw = kwargs_for("word_qe", "reward.mode=off", "reward.weights.kiwi=1")
     before = scorer_env.items_by_model().get("xcomet_xl", 0)
     for split in ("train", "val"):
         out = score(loop, kw, split=split)
@@ -118,3 +153,31 @@ def test_score_bounds_of_the_shipped_groups(reward):
     s = RewardSettings.from_kwargs(kwargs_for(reward))
     assert score_bounds(s, validation=False)[0] == -3.0  # format failure
     assert score_bounds(s, validation=True) == (-3.0, 3.0)  # 1 + BLEU/100 + Kiwi, each clipped to [0, 1]
+
+
+@pytest.mark.parametrize("override, nearest", [
+    # issue 33: each of these composed, changed nothing verl trains, and named the run after it
+    ("+reward.weigths.kiwi=0.5", "did you mean reward.weights?"),
+    ("reward.weigths.kiwi=0.5", "did you mean reward.weights?"),
+    ("+reward.span.referense=true", "did you mean reward.span.reference?"),
+    ("+reward.guards.wrong_langage.penalty=-2", "did you mean reward.guards.wrong_language?"),
+    ("+reward.guards.wrong_language.penalti=-2", "did you mean reward.guards.wrong_language.penalty?"),
+    ("+reward.weights.kiwii=1", "did you mean reward.weights.kiwi?"),
+    ("+reward.validation.weights.blue=1", "did you mean reward.validation.weights.bleu?"),
+    ("+reward.clip.kiwii=[0,1]", "did you mean reward.clip.kiwi?"),
+])
+def test_a_misspelt_reward_key_is_refused_with_the_nearest_key(override, nearest):
+    from src.pipeline import UsageError, precheck
+
+    with pytest.raises(UsageError) as err:
+        precheck(["reward=comet", override, "dry_run=true"], False)
+    assert nearest in str(err.value) and "\n" not in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize("override", ["+reward.metricx.reference=true", "+reward.weights.metricx=0.5",
+                                      "+reward.guards.wrong_language.model=lid.bin"])
+def test_a_reward_key_another_group_has_may_be_added(override):
+    """Keys of the shared reward file or of another group (metricx's) are keys of every group."""
+    from src.config.compose import added_key_refusal
+
+    assert added_key_refusal([override]) is None

@@ -49,7 +49,9 @@ GROUPS = [
     ("xcomet_xl", "xcomet_xl", ()),
     ("xcomet_xl_mqm", "xcomet_xl", ("reward.weights.xcomet=0", "reward.weights.mqm=1")),
     ("xcomet_xl_ref", "xcomet_xl", ("reward.span.reference=true",)),
-    ("xcomet_xl_eval", "xcomet_xl", ("reward.mode=eval",)),
+    # mode=eval: the span model is scored at validation only, so the training weights are named (before
+    # issue 33 they fell back to the validation weights silently; these are the same numbers)
+    ("xcomet_xl_eval", "xcomet_xl", ("reward.mode=eval", "reward.weights.bleu=1", "reward.weights.kiwi=1")),
     ("word_qe", "word_qe", ()),
     ("word_qe_probs", "word_qe", ("reward.span.word_tag_source=probs", "reward.weights.kiwi=0.5")),
     ("xcomet_xl_token", "xcomet_xl", ("reward.credit=token",)),

@@ -70,8 +70,12 @@ MEMORY_BOUND_BYTES = 56 * 1024 * 1024
 # raise its limit itself (src/scorer/serve.py raise_fd_limit).
 SERVICE_START_NOFILE = 256
 # /health's slowest answer while long texts are measured; measured on the loop, each would hold
-# it for their whole tokenisation (~0.5 s, more on a busy machine)
+# it for their whole tokenisation (~0.5 s, more on a busy machine; three of them: 1.6 s). The bound
+# is this or HEALTH_BUSY_FACTOR x /health's slowest answer under the well-formed traffic alone, measured
+# just before: on a machine busy with other work (a second test worker, another job) every answer is
+# slower, and 0.68 s was seen with the tokenisation off the loop
 HEALTH_BOUND_S = 0.3
+HEALTH_BUSY_FACTOR = 3.0
 # The well-formed requests' slowest answer beside them (or twice the quiet run's slowest); with
 # comet tokenising the whole texts under the model's lock it was 3.3 s (quiet: 0.8 s)
 LONG_TEXT_LATENCY_S = 1.5
@@ -465,9 +469,10 @@ def test_long_texts_hold_up_nobody(storm_service, quiet):
     whole tokenisation: ~0.5 s each here, /health held 1.6 s by three), and once by comet, cut
     first at a space past what the encoder sees (else comet tokenises all of it under the
     model's lock, holding every batch of that model: the well-formed clients' slowest request
-    took 3.3 s instead of 0.8 s). Asserted: /health answers within HEALTH_BOUND_S throughout,
-    the well-formed requests within LONG_TEXT_LATENCY_S (or twice the quiet run's slowest) and
-    with the quiet run's results."""
+    took 3.3 s instead of 0.8 s). Asserted: /health answers within HEALTH_BOUND_S (or
+    HEALTH_BUSY_FACTOR x its slowest under the well-formed traffic alone, on a busy machine)
+    throughout, the well-formed requests within LONG_TEXT_LATENCY_S (or twice the quiet run's
+    slowest) and with the quiet run's results."""
     svc = storm_service
     u = urlparse(svc.url)
     host, port = u.hostname, u.port
@@ -481,29 +486,39 @@ def test_long_texts_hold_up_nobody(storm_service, quiet):
             got = await exchange(host, port, http_request(host, LONG_AT_LIMIT))
             return got, time.monotonic() - t0
 
-        async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {TOKEN}"}) as s:
-            async with s.get(f"{svc.url}/health") as r:  # the probe's connection is open
-                assert r.status == 200
-            tasks = [asyncio.create_task(heavy()) for _ in range(3)]
-            good = asyncio.create_task(run_good(svc.url, works))
+        async def probe(s, tasks) -> list[float]:
             health = []
-            while not all(t.done() for t in [*tasks, good]) and len(health) < 2000:
+            while not all(t.done() for t in tasks) and len(health) < 2000:
                 t0 = time.monotonic()
                 async with s.get(f"{svc.url}/health") as r:
                     assert r.status == 200
                 health.append(time.monotonic() - t0)
                 await asyncio.sleep(0.02)
-            return [await t for t in tasks], await good, health
+            return health
 
-    heavy, (results, latencies), health = asyncio.run(main())
+        async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {TOKEN}"}) as s:
+            async with s.get(f"{svc.url}/health") as r:  # the probe's connection is open
+                assert r.status == 200
+            # the same traffic without the long texts: how fast /health answers on this machine now
+            alone = asyncio.create_task(run_good(svc.url, works))
+            baseline = await probe(s, [alone])
+            await alone
+            tasks = [asyncio.create_task(heavy()) for _ in range(3)]
+            good = asyncio.create_task(run_good(svc.url, works))
+            health = await probe(s, [*tasks, good])
+            return [await t for t in tasks], await good, health, baseline
+
+    heavy, (results, latencies), health, baseline = asyncio.run(main())
     slowest_heavy = max(t for _, t in heavy)
     print(f"\n3 bodies of a long text at the limit: answered in {slowest_heavy:.2f}s; /health meanwhile: "
-          f"{len(health)} probes, slowest {max(health) * 1000:.0f} ms; well-formed requests: slowest "
+          f"{len(health)} probes, slowest {max(health) * 1000:.0f} ms (without them {max(baseline) * 1000:.0f} ms); "
+          f"well-formed requests: slowest "
           f"{max(latencies):.2f}s (quiet {max(quiet_lat):.2f}s)")
     for (status, body), _ in heavy:
         assert status == 200 and all(r["truncated"] for r in body["results"]), body
-    assert len(health) >= 5
-    assert max(health) <= HEALTH_BOUND_S, (max(health), slowest_heavy)
+    assert len(health) >= 5 and baseline
+    health_bound = max(HEALTH_BOUND_S, HEALTH_BUSY_FACTOR * max(baseline))
+    assert max(health) <= health_bound, (max(health), health_bound, max(baseline), slowest_heavy)
     same_results(quiet_results, results)
     bound = max(LONG_TEXT_LATENCY_S, 2 * max(quiet_lat))
     assert max(latencies) <= bound, (bound, sorted(latencies)[-5:])
