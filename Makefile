@@ -102,9 +102,11 @@ locks:
 	envs/lock.sh
 
 # every test, on every core: whole modules per xdist worker, the slowest groups handed out first
-# (tests/scheduling.py); the 25 slowest tests and seconds per test directory (tests/durations.py) close
-# each run's output, so CI logs show where the time went (docs/testing.md has the budget)
-PYTEST_ARGS ?= -q -n auto --dist loadgroup --no-loadscope-reorder --durations=25
+# (tests/scheduling.py); one worker more than cores, as the Slurm group mostly waits for its jobs.
+# The 25 slowest tests and seconds per test directory (tests/durations.py) close each run's output,
+# so CI logs show where the time went (docs/testing.md has the budget)
+PYTEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
+PYTEST_ARGS ?= -q -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder --durations=25
 test: setup
 	$(SCORER_VENV)/bin/python -m pytest tests/scorer $(PYTEST_ARGS)
 	$(VENV)/bin/python -m pytest tests --ignore=tests/scorer $(PYTEST_ARGS)

@@ -78,7 +78,12 @@ def main(argv: list[str] | None = None) -> int:
             print("error: --from-snapshot needs a dir, e.g. --from-snapshot outputs/runs/<run>/snapshot",
                   file=sys.stderr)
             return pipeline.USAGE_EXIT
-        snap, extra = Path(argv[i + 1]), argv[:i] + argv[i + 2:]
+        extra = argv[:i] + argv[i + 2:]
+        try:
+            snap = pipeline.snapshot_dir_of(Path(argv[i + 1]))
+        except pipeline.UsageError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return pipeline.USAGE_EXIT
         code = _snapshot_checks(snap, extra)
         return code if code is not None else pipeline.from_snapshot(snap, extra)
     if any(a in ("--help", "-h") for a in argv):

@@ -12,6 +12,10 @@ import pytest
 
 _seconds: dict[str, float] = defaultdict(float)
 _tests: dict[str, set] = defaultdict(set)
+_module_seconds: dict[str, float] = defaultdict(float)
+# the longest modules: an xdist worker runs a module whole (tests/scheduling.py), so one of these
+# started last sets the suite's end; tests/scheduling.py FIRST hands them out first
+LONGEST_MODULES = 10
 
 
 def directory_of(nodeid: str) -> str:
@@ -26,6 +30,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     folder = directory_of(report.nodeid)
     _seconds[folder] += report.duration
     _tests[folder].add(report.nodeid)
+    _module_seconds[report.nodeid.split("::", 1)[0]] += report.duration
 
 
 def table(seconds: dict[str, float], tests: dict[str, set]) -> list[str]:
@@ -43,3 +48,6 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     terminalreporter.write_sep("=", "seconds per test directory (set-up + call + tear-down)")
     for line in table(_seconds, _tests):
         terminalreporter.write_line(line)
+    terminalreporter.write_sep("-", f"the {LONGEST_MODULES} longest modules (tests/scheduling.py FIRST)")
+    for module, secs in sorted(_module_seconds.items(), key=lambda kv: -kv[1])[:LONGEST_MODULES]:
+        terminalreporter.write_line(f"{secs:8.1f}  {module}")

@@ -97,9 +97,9 @@ def launch(argv: list[str], env: dict, cwd: str | Path = REPO, timeout: float = 
 
 def run_module(module: str, argv: list[str], env: dict, cwd: str | Path = REPO,
                timeout: float = 300) -> subprocess.CompletedProcess:
-    """`python -m MODULE *argv` (one of this project's, under src/), as `launch` runs the launcher."""
+    """`python -m MODULE *argv` (one of this project's, under src/ or tests/), as `launch` runs the launcher."""
     global _server
-    assert module.startswith("src."), module
+    assert module.startswith(("src.", "tests.")), module
     if _server is None or not _server.alive():
         _server = _Server(_base_env())
     base = _server.env

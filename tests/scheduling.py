@@ -1,37 +1,36 @@
-"""How the suite is split across pytest-xdist workers (`make test` runs `-n auto --dist loadgroup`).
+"""How the suite is split across pytest-xdist workers (`make test` runs `-n auto`).
 
-Every test gets an `xdist_group`: the tests of one module run on one worker, in file order, so a
+Every test belongs to a group that one worker runs whole, in file order: its module, so a
 module-scoped fixture (a launch that many asserts read, a Ray cluster, a scorer service) is set up
 once, not once per worker. Two groups span modules because they share one thing that cannot be
-split: every test of the real Slurm dev cluster runs on one worker (its jobs would otherwise queue
-behind each other's and miss their time bounds, and submitit folders would mix), and tests/ray_actors
-shares one session-scoped project (a tiny policy, its data, verl's validated config) between its two
-modules.
+split: every test of the real Slurm dev cluster (tests/slurm/) runs on one worker (its jobs would
+otherwise queue behind each other's and miss their time bounds), and tests/ray_actors shares one
+session-scoped project (a tiny policy, its data, verl's validated config) between its two modules.
+
+The groups are xdist's scopes: `pytest_xdist_make_scheduler` returns xdist's own LoadScopeScheduling
+with the scope taken from `group_of`. (xdist's `xdist_group` marks cannot do it under pytest 9: xdist
+3.8 tags a test's group onto `item._nodeid`, which pytest 9 no longer reads, so the marks are ignored.)
 
 Groups are handed out in collection order (`--no-loadscope-reorder`; xdist's own reorder sorts by
 test count, not time), so the groups that take longest are collected first: a long group started
 last would keep one worker busy after the other ran out of work. FIRST lists them, slowest first
-(docs/testing.md has the budget per directory). Without xdist (one process), the marks do nothing
-and the order is the same.
+(each CI log ends with the longest modules, tests/durations.py). Without xdist the order is the same.
 """
 from __future__ import annotations
 
 import pytest
 
-# the longest groups on a 2-core machine (seconds in the CI log's per-directory table), slowest first
-FIRST = ("slurm", "ray_actors", "tests/launcher/test_smoke_tiny.py", "tests/lifecycle/test_scorer_lifecycle.py",
-         "tests/launcher/test_train_entry.py", "tests/launcher/test_smoke.py")
-SLURM_FIXTURE = "slurm_cluster"
+# the longest groups on a 2-core machine (the CI log's "longest modules"), slowest first
+FIRST = ("slurm", "ray_actors", "tests/launcher/test_smoke_tiny.py", "tests/launcher/test_presets.py",
+         "tests/launcher/test_train_entry.py", "tests/lifecycle/test_scorer_lifecycle.py",
+         "tests/launcher/test_group_combinations.py", "tests/launcher/test_smoke.py")
+SPANNING = {"tests/slurm/": "slurm", "tests/ray_actors/": "ray_actors"}
 
 
-def group_of(item: pytest.Item) -> str:
-    """The item's xdist group: its module's path, or one of the groups that span modules."""
-    path = item.nodeid.split("::", 1)[0]
-    if SLURM_FIXTURE in getattr(item, "fixturenames", ()):
-        return "slurm"
-    if path.startswith("tests/ray_actors/"):
-        return "ray_actors"
-    return path
+def group_of(nodeid: str) -> str:
+    """The group a test id belongs to: its module's path, or a group that spans modules."""
+    path = nodeid.split("::", 1)[0]
+    return next((group for prefix, group in SPANNING.items() if path.startswith(prefix)), path)
 
 
 def _rank(group: str) -> int:
@@ -39,8 +38,22 @@ def _rank(group: str) -> int:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    groups = {id(item): group_of(item) for item in items}
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(groups[id(item)]))
     # stable: within a rank (and so within a module), collection order is kept
-    items.sort(key=lambda item: _rank(groups[id(item)]))
+    items.sort(key=lambda item: _rank(group_of(item.nodeid)))
+
+
+def scheduler_class() -> type:
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByGroup(LoadScopeScheduling):
+        """xdist's scope scheduling, one scope per group."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid)
+
+    return ByGroup
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: without xdist (-p no:xdist) there is none to implement
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    return scheduler_class()(config, log)

@@ -54,6 +54,13 @@ die() { echo "[dev-cluster $(date +%T)] ERROR: $*" >&2; exit 1; }
 [[ -z "$FAKE_MEM_GB" || "$FAKE_MEM_GB" =~ ^[1-9][0-9]*$ ]] || die "FAKE_MEM_GB must be a positive number or empty"
 
 mkdir -p "$RUN_DIR"
+# one start at a time on this machine: two (two test workers' fixtures, a second checkout's CI) would
+# write the same /etc/slurm files and start the same daemons at once; the second then finds the first's
+# cluster healthy. flock(1) is util-linux's, as unshare.
+# The daemons started below inherit fd 9; unlocking at exit releases the lock for every copy of it.
+exec 9>"$RUN_DIR/start.lock"
+flock 9
+trap 'flock -u 9 2>/dev/null || true' EXIT
 
 # alive NAME: the recorded PID runs and really is that daemon (a stale pid file after a reboot or a
 # killed session may point at an unrelated process that reused the PID).
@@ -118,7 +125,7 @@ if ((${#need_pkgs[@]})); then
   # /etc/init.d (there is no systemd here, and we start the daemons ourselves with our own config).
   if [[ ! -e /usr/sbin/policy-rc.d ]]; then
     printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d; chmod +x /usr/sbin/policy-rc.d
-    trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+    trap 'rm -f /usr/sbin/policy-rc.d; flock -u 9 2>/dev/null || true' EXIT
   fi
   export DEBIAN_FRONTEND=noninteractive
   apt_install() { apt-get install -y -q --no-install-recommends -o Dpkg::Options::=--force-confold "${need_pkgs[@]}" </dev/null; }

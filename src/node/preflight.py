@@ -93,6 +93,19 @@ def check_scorer(plan: RunPlan) -> None:
 
 def run(plan: RunPlan, environ: dict, cpu_count: int | None = None, gpus_per_node_needed: int | None = None,
         scorer: bool = True) -> None:
+    check_node(plan, environ, cpu_count, gpus_per_node_needed)
+    for what, path in (("model", plan.model_path), ("train data", plan.train_files), ("val data", plan.val_files)):
+        if not Path(path).exists():
+            raise PreflightError(f"{what} not found at {path}; fix the path in conf/local/default.yaml "
+                                 f"(paths.*) or prepare it (docs/data-and-report.md)")
+    if scorer:
+        check_scorer(plan)
+
+
+def check_node(plan: RunPlan, environ: dict, cpu_count: int | None = None,
+               gpus_per_node_needed: int | None = None) -> None:
+    """What this node has (GPUs, CPUs) and what its checkpoint dir holds: checked before anything is
+    built or written (experiment=smoke_tiny builds its models only after this passed)."""
     need = gpus_per_node_needed if gpus_per_node_needed is not None else plan.node_gpus
     if plan.device == "cuda":
         found = visible_gpus(environ)
@@ -103,12 +116,6 @@ def run(plan: RunPlan, environ: dict, cpu_count: int | None = None, gpus_per_nod
                 f"this node needs {need} GPUs for gpus={plan.gpus_per_node}{scorer} but {found} are visible "
                 f"(CUDA_VISIBLE_DEVICES={environ.get('CUDA_VISIBLE_DEVICES', 'unset')}); "
                 f"run on a GPU node, lower gpus=, or use dry_run=true to plan only")
-    for what, path in (("model", plan.model_path), ("train data", plan.train_files), ("val data", plan.val_files)):
-        if not Path(path).exists():
-            raise PreflightError(f"{what} not found at {path}; fix the path in conf/local/default.yaml "
-                                 f"(paths.*) or prepare it (docs/data-and-report.md)")
-    if scorer:
-        check_scorer(plan)
     cpus = cpu_count if cpu_count is not None else allocated_cpus(environ)
     # per node: a multi-node job's Ray node on each host needs its own share
     needed = plan.ray_cpus_needed if plan.nodes == 1 else ray_cpus_for(plan.gpus_per_node)

@@ -2,10 +2,10 @@
 May import: src.config, src.data (the data files' checks), src.plan, src.verl_config, src.record, src.slurm, src.node, src.report (the smoke run's report).
 """
 from .errors import USAGE_EXIT, RunError, UsageError
-from .from_snapshot import from_snapshot
+from .from_snapshot import from_snapshot, snapshot_dir_of
 from .lineage import Lineage, identify
 from .precheck import SLURM_LAUNCHER, precheck
 from .run import execute, hydra_task, run, train_command
 
 __all__ = ["SLURM_LAUNCHER", "USAGE_EXIT", "Lineage", "RunError", "UsageError", "execute", "from_snapshot",
-           "hydra_task", "identify", "precheck", "run", "train_command"]
+           "hydra_task", "identify", "precheck", "run", "snapshot_dir_of", "train_command"]

@@ -20,10 +20,21 @@ from pathlib import Path
 
 from src.record import snapshot, upgrade
 
-from .errors import USAGE_EXIT
+from .errors import USAGE_EXIT, UsageError
 from .lineage import Lineage
 from .replay import Replay, named_code_problem, prepare
 from .run import execute
+
+
+def snapshot_dir_of(path: Path) -> Path:
+    """What `--from-snapshot PATH` names: a snapshot dir, or a run dir holding one (its snapshot/).
+    Raises UsageError (one line) for a path that does not exist."""
+    if not path.exists():
+        raise UsageError(f"--from-snapshot {path}: no such file or directory; pass a run dir or its snapshot, "
+                         f"e.g. outputs/runs/<run>/snapshot")
+    if not (path / snapshot.COMPOSED).is_file() and (path / snapshot.SNAPSHOT / snapshot.COMPOSED).is_file():
+        return path / snapshot.SNAPSHOT  # a run dir
+    return path
 
 
 def from_snapshot(snapshot_dir: Path, extra: list[str]) -> int:

@@ -74,9 +74,10 @@ def identify(plan: RunPlan, composed: dict, overrides: list[str], verl_cfg, line
         if identity.is_excluded(bare) and bare not in user_set and (not replayed or bare in RUN_NAMES_AND_PATHS):
             before[bare] = OmegaConf.select(verl_cfg, bare)
             OmegaConf.update(verl_cfg, bare, source_fn(plan, composed), force_add=True)
-    if replayed:
-        _follow(verl_cfg, {old: OmegaConf.select(verl_cfg, k) for k, old in before.items()
-                           if isinstance(old, str) and old and old != OmegaConf.select(verl_cfg, k)})
+    # verl's config is resolved (validated) before the names exist: values its yaml derives from them
+    # (each role's profiler.save_path from global_profiler.save_path) follow, in a new run as in a replay
+    _follow(verl_cfg, {old: OmegaConf.select(verl_cfg, k) for k, old in before.items()
+                       if isinstance(old, str) and old and old != OmegaConf.select(verl_cfg, k)}, set(before))
     if "trainer.default_local_dir" in user_set:
         # the metrics, identity file and preflight follow the dir verl will really use
         plan = replace(plan, checkpoint_dir=str(verl_cfg.trainer.default_local_dir))
@@ -87,23 +88,27 @@ def identify(plan: RunPlan, composed: dict, overrides: list[str], verl_cfg, line
     return plan, verl_cfg, ident
 
 
-def _follow(verl_cfg, moved: dict) -> None:
-    """A stored verl config is resolved: values verl's yaml derives from a name or path above (each
-    role's profiler.save_path from global_profiler.save_path, ...) hold the original's. Each such
-    value, or a path under it, becomes this run's."""
-    def walk(node):
+def _follow(verl_cfg, moved: dict, already: set[str]) -> None:
+    """verl's config is resolved (a stored one, or one validated before the run's names existed):
+    values verl's yaml derives from a name or path above (each role's profiler.save_path from
+    global_profiler.save_path, ...) hold the earlier one. Each such value, or a path under it,
+    becomes this run's. `already`: the keys just set to this run's values (a new run's dir lies under the
+    placeholder dir it replaces, so moving it again would nest it)."""
+    def walk(node, prefix: str):
         for key in list(node.keys()):
             if OmegaConf.is_missing(node, key):  # `???` in verl's yaml stays as it is
                 continue
             value = node[key]
+            if f"{prefix}{key}" in already:
+                continue
             if isinstance(value, DictConfig):
-                walk(value)
+                walk(value, f"{prefix}{key}.")
             elif isinstance(value, str):
                 for old, new in moved.items():
                     if value == old or (isinstance(new, str) and value.startswith(old.rstrip("/") + "/")):
                         node[key] = new + value[len(old):] if isinstance(new, str) else new
                         break
-    walk(verl_cfg)
+    walk(verl_cfg, "")
 
 
 def lineage_line(plan: RunPlan, lineage: "Lineage | None") -> str | None:

@@ -92,7 +92,10 @@ def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dic
         refusal = identity.check_dir(Path(verl_cfg.trainer.default_local_dir), ident, plan.run_id)
         if refusal:
             raise UsageError(refusal)
-        if not dry:  # experiment=smoke_tiny: its tiny models and prompts, built once, before anything reads them
+        if not dry:
+            # this node's GPUs and CPUs first: a node that cannot run it learns so before anything is built
+            preflight.check_node(plan, environ)
+            # experiment=smoke_tiny: its tiny models and prompts, built once, before anything reads them
             smoke.prepare(plan, composed, environ)
         # dry runs too: the val/train rows' split tags decide which reward they get (the splits
         # as the reward function receives them; absent only in snapshots older than the key)

@@ -99,6 +99,21 @@ def test_from_snapshot_refuses_overrides_and_non_snapshots(tmp_path):
     assert result.returncode == 2 and "is not a snapshot dir" in result.stderr
 
 
+def test_from_snapshot_takes_a_run_dir_and_names_a_missing_path(tmp_path):
+    """Issue 33: a run dir and a path that does not exist both said "is not a snapshot dir"."""
+    from src.pipeline import snapshot_dir_of
+
+    run = tmp_path / "run"
+    (run / "snapshot").mkdir(parents=True)
+    (run / "snapshot" / "composed.yaml").write_text("{}\n")
+    assert snapshot_dir_of(run) == snapshot_dir_of(run / "snapshot") == run / "snapshot"
+    missing = tmp_path / "nope"
+    result = launch(["--from-snapshot", str(missing), "dry_run=true"])
+    assert result.returncode == 2 and result.stderr.splitlines() == [
+        f"error: --from-snapshot {missing}: no such file or directory; pass a run dir or its snapshot, "
+        f"e.g. outputs/runs/<run>/snapshot"]
+
+
 def test_gpus_is_a_plain_integer_key():
     # any count composes; the plan decides which ones verl can split (tests above: gpus=0, -2)
     assert compose_config(["gpus=5"])["gpus"] == 5

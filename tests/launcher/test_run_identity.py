@@ -64,6 +64,20 @@ def test_id_ignores_where_it_logs_and_saves_but_not_what_it_trains(tmp_path):
     assert identify(p2, elsewhere, ["trainer.lr=3e-6"], verl_config.build(p2, elsewhere), None)[0].run_id == plan.run_id
 
 
+def test_every_roles_profiler_writes_under_its_own_runs_dir(tmp_path):
+    """Issue 33: each role's profiler.save_path (verl derives it from global_profiler.save_path) held the
+    dir without seed or id, so every run of a sweep profiled into one dir."""
+    plan, verl_cfg, _ = _identified(["reward=comet", "profile.enable=true"], tmp_path)
+    other, other_cfg, _ = _identified(["reward=comet", "profile.enable=true", "seed=2"], tmp_path)
+    assert verl_cfg.global_profiler.save_path == f"{plan.checkpoint_dir}/profile"
+    roles = {"actor_rollout_ref.actor", "actor_rollout_ref.ref", "actor_rollout_ref.rollout", "critic"}
+    paths = {role: OmegaConf.select(verl_cfg, f"{role}.profiler.save_path") for role in roles}
+    assert paths == {role: verl_cfg.global_profiler.save_path for role in roles}
+    assert plan.run_id in paths["critic"] and other.run_id != plan.run_id
+    assert {OmegaConf.select(other_cfg, f"{role}.profiler.save_path") for role in roles} == {
+        f"{other.checkpoint_dir}/profile"}
+
+
 def test_readable_name_follows_override_dirname_and_ignores_order():
     a = ["trainer.lr=3e-6", "reward.weights.bleu=0.5", "+verl.actor_rollout_ref.actor.clip_ratio_c=3.0",
          "reward=comet", "gpus=4", "dry_run=true", "paths.results_root=/x", "trainer.save_freq=5"]

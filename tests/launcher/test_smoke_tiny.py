@@ -225,3 +225,19 @@ def test_a_launch_with_such_a_shape_or_block_size_stops_with_one_line_and_builds
             smoke.prepare(plan, composed)
         assert "smoke_tiny: building the tiny policy failed" in str(err.value) and words in str(err.value)
         assert "\n" not in str(err.value) and not (tmp_path / "tiny").exists()
+
+
+def test_a_node_without_gpus_is_told_so_before_anything_is_built(tmp_path):
+    """Issue 33: without dry_run on a machine with no GPU, the tiny models were built (34 s) before the
+    preflight said the node has no GPU. The node's checks come first; nothing is built or written."""
+    from tests.launcher.conftest import launch
+
+    build, out = tmp_path / "tiny-models", tmp_path / "out"
+    result = launch(["experiment=smoke_tiny", f"model.build_dir={build}", f"paths.output_dir={out}",
+                     f"paths.results_root={tmp_path}/results"])
+    # one error line (verl's "Disabled critic" warning may precede it: issue 33, finding 15)
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert result.returncode == 2 and len(errors) == 1, result.stderr
+    assert errors[0].startswith("error: this node needs 1 GPUs for gpus=1") and "but 0 are visible" in errors[0]
+    assert not build.exists() and not (tmp_path / "results").exists()
+    assert [p for p in out.rglob("*") if p.is_file()] == []  # no run dir, no snapshot

@@ -1,0 +1,72 @@
+"""The suite's own tooling: launches forked from the launch server behave as `python -m src.launch`
+subprocesses do (tests/launch_server.py), the xdist groups and their order (tests/scheduling.py), and
+the per-directory time table every CI log ends with (tests/durations.py)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from tests import durations, launch_server, scheduling
+
+
+def _env() -> dict:
+    return {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES" and not k.startswith("SLURM_")}
+
+
+@pytest.mark.parametrize("args", [["gpus=0", "dry_run=true"], ["--resume"], ["reward=nope", "dry_run=true"],
+                                  ["--help"]])
+def test_a_forked_launch_gives_what_a_real_process_gives(args, tmp_path):
+    env = {**_env(), "QE_RL_SECRET_FOR_TEST": "x"}
+    real = subprocess.run([sys.executable, "-m", "src.launch", *args], cwd=launch_server.REPO, env=env,
+                          capture_output=True, text=True, timeout=300)
+    forked = launch_server.launch(args, env=env, cwd=launch_server.REPO)
+    assert (forked.returncode, forked.stdout, forked.stderr) == (real.returncode, real.stdout, real.stderr)
+    assert forked.args == [sys.executable, "-m", "src.launch", *args]
+
+
+def test_what_is_read_at_import_gets_a_real_process(monkeypatch):
+    calls = []
+    real_run = subprocess.run
+    monkeypatch.setattr(launch_server.subprocess, "run", lambda *a, **kw: calls.append(a) or real_run(*a, **kw))
+    launch_server.launch(["gpus=0"], env={**_env(), "PYTHONHASHSEED": "7"})
+    launch_server.launch(["gpus=0"], env=_env(), cwd="/")
+    assert len(calls) == 2
+    launch_server.launch(["gpus=0"], env={**_env(), "QE_SCORER_TOKEN": "t"})  # read at call time: forked
+    assert len(calls) == 2
+
+
+def test_a_forked_command_past_its_timeout_is_killed_and_says_so():
+    with pytest.raises(subprocess.TimeoutExpired):
+        launch_server.run_module("tests.fixtures.sleeper", ["60"], env=_env(), timeout=2)
+    # the server reaped it and serves the next launch
+    assert launch_server.launch(["gpus=0"], env=_env()).returncode == 2
+
+
+def test_modules_are_groups_and_the_slowest_go_first():
+    ids = ["tests/data/test_a.py::t1", "tests/slurm/test_sweeps.py::t", "tests/data/test_a.py::t2[x]",
+           "tests/ray_actors/test_task_runner.py::t", "tests/slurm/test_dev_cluster.py::t", "tests/test_layout.py::t"]
+    items = [SimpleNamespace(nodeid=nodeid) for nodeid in ids]
+    scheduling.pytest_collection_modifyitems(None, items)
+    assert [scheduling.group_of(item.nodeid) for item in items] == [
+        "slurm", "slurm", "ray_actors", "tests/data/test_a.py", "tests/data/test_a.py", "tests/test_layout.py"]
+
+
+def test_xdist_schedules_by_group():
+    from xdist.scheduler import LoadScopeScheduling
+
+    cls = scheduling.scheduler_class()
+    assert issubclass(cls, LoadScopeScheduling)
+    assert cls._split_scope(None, "tests/slurm/test_time_limit.py::test_x") == "slurm"
+    assert cls._split_scope(None, "tests/launcher/test_cli.py::test_y[a::b]") == "tests/launcher/test_cli.py"
+
+
+def test_the_time_table_sums_per_directory():
+    assert durations.directory_of("tests/launcher/test_cli.py::test_x[a/b]") == "tests/launcher"
+    assert durations.directory_of("tests/test_docs.py::test_y") == "tests/test_docs.py"
+    lines = durations.table({"tests/a": 3.0, "tests/bb": 10.0}, {"tests/a": {"1", "2"}, "tests/bb": {"3"}})
+    assert [line.split() for line in lines] == [["directory", "tests", "seconds"], ["tests/bb", "1", "10.0"],
+                                                ["tests/a", "2", "3.0"], ["total", "3", "13.0"]]
