@@ -85,8 +85,9 @@ READ_AT_IMPORT = ("PYTHON", "TORCH", "OMP_", "MKL_", "HF_", "TRANSFORMERS_", "TO
                   "RAY_", "CUDA_HOME", "LD_")
 
 
-def _base_env() -> dict:
-    # what every launch of the suite shares: no GPUs and no Slurm job of the caller (tests add their own)
+def launch_env() -> dict:
+    """This process's environment as a launch gets it: no GPUs and no Slurm job of whatever allocation
+    pytest runs in (a test adds its own)."""
     return {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES" and not k.startswith("SLURM_")}
 
 
@@ -101,7 +102,7 @@ def run_module(module: str, argv: list[str], env: dict, cwd: str | Path = REPO,
     global _server
     assert module.startswith(("src.", "tests.")), module
     if _server is None or not _server.alive():
-        _server = _Server(_base_env())
+        _server = _Server(launch_env())
     base = _server.env
     read_at_import = {k for k in set(env) | set(base) if k.startswith(READ_AT_IMPORT) and env.get(k) != base.get(k)}
     if Path(cwd).resolve() != REPO or read_at_import:

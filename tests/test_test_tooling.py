@@ -3,7 +3,6 @@ subprocesses do (tests/launch_server.py), the xdist groups and their order (test
 the per-directory time table every CI log ends with (tests/durations.py)."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -13,14 +12,10 @@ import pytest
 from tests import durations, launch_server, scheduling
 
 
-def _env() -> dict:
-    return {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES" and not k.startswith("SLURM_")}
-
-
 @pytest.mark.parametrize("args", [["gpus=0", "dry_run=true"], ["--resume"], ["reward=nope", "dry_run=true"],
                                   ["--help"]])
 def test_a_forked_launch_gives_what_a_real_process_gives(args, tmp_path):
-    env = {**_env(), "QE_RL_SECRET_FOR_TEST": "x"}
+    env = {**launch_server.launch_env(), "QE_RL_SECRET_FOR_TEST": "x"}
     real = subprocess.run([sys.executable, "-m", "src.launch", *args], cwd=launch_server.REPO, env=env,
                           capture_output=True, text=True, timeout=300)
     forked = launch_server.launch(args, env=env, cwd=launch_server.REPO)
@@ -32,18 +27,18 @@ def test_what_is_read_at_import_gets_a_real_process(monkeypatch):
     calls = []
     real_run = subprocess.run
     monkeypatch.setattr(launch_server.subprocess, "run", lambda *a, **kw: calls.append(a) or real_run(*a, **kw))
-    launch_server.launch(["gpus=0"], env={**_env(), "PYTHONHASHSEED": "7"})
-    launch_server.launch(["gpus=0"], env=_env(), cwd="/")
+    launch_server.launch(["gpus=0"], env={**launch_server.launch_env(), "PYTHONHASHSEED": "7"})
+    launch_server.launch(["gpus=0"], env=launch_server.launch_env(), cwd="/")
     assert len(calls) == 2
-    launch_server.launch(["gpus=0"], env={**_env(), "QE_SCORER_TOKEN": "t"})  # read at call time: forked
+    launch_server.launch(["gpus=0"], env={**launch_server.launch_env(), "QE_SCORER_TOKEN": "t"})  # read at call time: forked
     assert len(calls) == 2
 
 
 def test_a_forked_command_past_its_timeout_is_killed_and_says_so():
     with pytest.raises(subprocess.TimeoutExpired):
-        launch_server.run_module("tests.fixtures.sleeper", ["60"], env=_env(), timeout=2)
+        launch_server.run_module("tests.fixtures.sleeper", ["60"], env=launch_server.launch_env(), timeout=2)
     # the server reaped it and serves the next launch
-    assert launch_server.launch(["gpus=0"], env=_env()).returncode == 2
+    assert launch_server.launch(["gpus=0"], env=launch_server.launch_env()).returncode == 2
 
 
 def test_modules_are_groups_and_the_slowest_go_first():

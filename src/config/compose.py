@@ -170,11 +170,7 @@ def added_key_refusal(overrides: list[str]) -> str | None:
                 break  # a mapping or `Any` (verl, reward, scorer.models, accelerator.env): free keys
             hints = typing.get_type_hints(node)
             if part not in hints:
-                names = sorted(hints)
-                near = difflib.get_close_matches(part, names, n=1, cutoff=0.5)
-                where = ".".join(path) or "the config"
-                fix = f"did you mean {'.'.join(path + [near[0]])}?" if near else f"keys of {where}: {', '.join(names)}"
-                return f"{o.input_line}: {where} has no key {part!r}, so it would add a key nothing reads; {fix}"
+                return _no_such_key(o.input_line, path, part, hints)
             node = _unwrap_optional(hints[part])
             path.append(part)
     return None
@@ -210,8 +206,6 @@ def reward_keys() -> dict:
 def _reward_key_refusal(line: str, parts: list[str]) -> str | None:
     """`+reward.weigths.kiwi=0.5`: the reward group is a free mapping to Hydra (it is parsed by
     src/rewards/settings.py), so a misspelt key would be added, read by nothing, and the run named by it."""
-    import difflib
-
     node: dict | None = reward_keys()
     for i, part in enumerate(parts):
         if tuple(parts[:i]) in REWARD_COMPONENT_MAPS:
@@ -219,12 +213,21 @@ def _reward_key_refusal(line: str, parts: list[str]) -> str | None:
         if not isinstance(node, dict):
             return None  # below a leaf (a list or scalar value's own structure): the group's parser decides
         if part not in node:
-            where = ".".join(["reward", *parts[:i]])
-            near = difflib.get_close_matches(part, sorted(node), n=1, cutoff=0.5)
-            fix = (f"did you mean {where}.{near[0]}?" if near else f"keys of {where}: {', '.join(sorted(node))}")
-            return f"{line}: {where} has no key {part!r}, so it would add a key nothing reads; {fix}"
+            return _no_such_key(line, ["reward", *parts[:i]], part, node)
         node = node[part]
     return None
+
+
+def _no_such_key(line: str, path: list[str], part: str, keys) -> str:
+    """The refusal of an added key `part` under `path` (the schema's or the reward group's), with the
+    nearest existing key or, failing one, the keys there are."""
+    import difflib
+
+    names = sorted(keys)
+    near = difflib.get_close_matches(part, names, n=1, cutoff=0.5)
+    where = ".".join(path) or "the config"
+    fix = f"did you mean {'.'.join(path + [near[0]])}?" if near else f"keys of {where}: {', '.join(names)}"
+    return f"{line}: {where} has no key {part!r}, so it would add a key nothing reads; {fix}"
 
 
 def _unwrap_optional(tp):

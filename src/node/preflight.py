@@ -93,7 +93,13 @@ def check_scorer(plan: RunPlan) -> None:
 
 def run(plan: RunPlan, environ: dict, cpu_count: int | None = None, gpus_per_node_needed: int | None = None,
         scorer: bool = True) -> None:
+    """Every check of a node about to run its part: what it has, then the files it reads."""
     check_node(plan, environ, cpu_count, gpus_per_node_needed)
+    check_files(plan, scorer)
+
+
+def check_files(plan: RunPlan, scorer: bool = True) -> None:
+    """The model, the data files and (with `scorer`) the QE models exist."""
     for what, path in (("model", plan.model_path), ("train data", plan.train_files), ("val data", plan.val_files)):
         if not Path(path).exists():
             raise PreflightError(f"{what} not found at {path}; fix the path in conf/local/default.yaml "

@@ -455,12 +455,11 @@ def reward_kwargs(reward_cfg: Mapping[str, Any], scorer_models: Mapping[str, Any
     names = run_components(names, models, train, validation)
     train = {c: w for c, w in train.items() if c in names}
     validation = {c: w for c, w in validation.items() if c in names}
+    span_only = {}
     if mode != "train":
         # the span model is not part of the training reward (it is not loaded with mode=off)
         span_only = {c: w for c, w in train.items() if w and components.get_component(c).model == "span"}
         train = {c: (0.0 if c in span_only else w) for c, w in train.items()}
-    else:
-        span_only = {}
     if not any(train.values()):
         # the policy would learn the format bonus alone, whatever the run's name says it trains on
         raise RewardConfigError(_no_training_weight_message(reward_cfg.get("name"), mode, span_only, validation))

@@ -1,6 +1,4 @@
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,9 +22,7 @@ def files_under(root: Path) -> list[Path]:
 def launch(args: list[str], env_extra: dict | None = None, timeout: int = 300) -> subprocess.CompletedProcess:
     """`python -m src.launch ARGS` as a user runs it, from the project root (forked from a process that
     has imported the launcher already: tests/launch_server.py)."""
-    # not inside whatever allocation pytest may run in: a launch must see no GPUs and no Slurm job
-    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES" and not k.startswith("SLURM_")}
-    env.update(env_extra or {})
+    env = {**launch_server.launch_env(), **(env_extra or {})}
     return launch_server.launch(args, env=env, cwd=PROJECT_ROOT, timeout=timeout)
 
 
