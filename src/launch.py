@@ -88,6 +88,9 @@ def main(argv: list[str] | None = None) -> int:
         return code if code is not None else pipeline.from_snapshot(snap, extra)
     if any(a in ("--help", "-h") for a in argv):
         print(usage())
+    argv, note = pipeline.on_cpu_without_gpu(argv)
+    if note:
+        print(note)
     code = check(argv)
     if code is not None:
         return code

@@ -21,7 +21,7 @@ from __future__ import annotations
 import pytest
 
 # the longest groups on a 2-core machine (the CI log's "longest modules"), slowest first
-FIRST = ("slurm", "ray_actors", "tests/launcher/test_smoke_tiny.py", "tests/launcher/test_presets.py",
+FIRST = ("tests/loop/test_smoke_on_cpu.py", "slurm", "ray_actors", "tests/launcher/test_smoke_tiny.py", "tests/launcher/test_presets.py",
          "tests/launcher/test_train_entry.py", "tests/lifecycle/test_scorer_lifecycle.py",
          "tests/launcher/test_group_combinations.py", "tests/launcher/test_smoke.py")
 SPANNING = {"tests/slurm/": "slurm", "tests/ray_actors/": "ray_actors"}

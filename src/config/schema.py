@@ -164,8 +164,14 @@ class LoggerSchema:
 @dataclass
 class AcceleratorSchema:
     name: str = MISSING
+    # verl's trainer.device: cuda, npu or cpu
     device: str = MISSING
+    # variables of every training process (verl, its Ray workers, vLLM)
     env: Dict[str, str] = field(default_factory=dict)
+    # the training processes' interpreter; null: the launcher's own (cpu: the loop env, conf/accelerator/cpu.yaml)
+    python: Optional[str] = None
+    # verl keys this accelerator needs (dotted), applied after the plan's and before the user's verl.* keys
+    verl: Dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -122,6 +122,13 @@ def check_node(plan: RunPlan, environ: dict, cpu_count: int | None = None,
                 f"this node needs {need} GPUs for gpus={plan.gpus_per_node}{scorer} but {found} are visible "
                 f"(CUDA_VISIBLE_DEVICES={environ.get('CUDA_VISIBLE_DEVICES', 'unset')}); "
                 f"run on a GPU node, lower gpus=, or use dry_run=true to plan only")
+    if plan.trainer_python and not Path(plan.trainer_python).is_file():
+        raise PreflightError(f"the training env's python is not at {plan.trainer_python} (accelerator.python): "
+                             f"run `make setup` (on a CPU machine it creates .venv-loop) or set accelerator.python")
+    if plan.device == "cpu":
+        # Ray's CPUs are logical there: the CPU loop runs its ~20 processes on the cores there are
+        # (conf/accelerator/cpu.yaml), slowly but in full
+        return _check_checkpoint_dir(plan)
     cpus = cpu_count if cpu_count is not None else allocated_cpus(environ)
     # per node: a multi-node job's Ray node on each host needs its own share
     needed = plan.ray_cpus_needed if plan.nodes == 1 else ray_cpus_for(plan.gpus_per_node)
@@ -129,6 +136,10 @@ def check_node(plan: RunPlan, environ: dict, cpu_count: int | None = None,
         # Ray accepts more logical CPUs than cores, but verl then oversubscribes the node
         raise PreflightError(f"verl needs {needed} CPUs for {plan.gpus_per_node} GPUs on this node (3 per GPU + 10) "
                              f"but this process may use {cpus}; ask the scheduler for more CPUs")
+    _check_checkpoint_dir(plan)
+
+
+def _check_checkpoint_dir(plan: RunPlan) -> None:
     sizes = checkpoint_world_sizes(Path(plan.checkpoint_dir))
     if sizes and sizes != {plan.world_size}:
         raise PreflightError(

@@ -33,6 +33,7 @@ from src.plan.time_limit import REQUEUE_S
 from src.record.redact import scrub
 from src.trainer import time_limit
 
+from .leftovers import Leftovers
 from .process_group import stop_group
 
 # verl's main_ppo with a trainer that saves the step in progress on a time limit (src/trainer/entry.py)
@@ -296,6 +297,7 @@ def run(command: list[str], env: dict, log_path: Path,
         with SigtermAsInterrupt(), (watch or contextlib.nullcontext()), contextlib.ExitStack() as stack:
             for service in services:
                 env.update(stack.enter_context(service(env)))
+            leftovers = Leftovers()
             proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     start_new_session=True)
             stop.attach(proc)
@@ -313,6 +315,10 @@ def run(command: list[str], env: dict, log_path: Path,
             finally:
                 # a run stopped at the time-limit deadline has little time left before Slurm's kill
                 _stop(proc, 5.0 if watch is not None and watch.stopped_at_deadline else 30.0)
+                removed = leftovers.remove()
+                if removed:
+                    log.write(f"removed {len(removed)} files verl/vLLM left behind (src/node/leftovers.py): "
+                              f"{', '.join(removed)}\n")
             reason = stop.reason or (_read_stop(stop_file) if code != 0 else None)
             if reason is not None:
                 log.write(f"training stopped: {reason}\n")

@@ -6,6 +6,7 @@ from .from_snapshot import from_snapshot, snapshot_dir_of
 from .lineage import Lineage, identify
 from .precheck import SLURM_LAUNCHER, precheck
 from .run import execute, hydra_task, run, train_command
+from .smoke import on_cpu_without_gpu
 
 __all__ = ["SLURM_LAUNCHER", "USAGE_EXIT", "Lineage", "RunError", "UsageError", "execute", "from_snapshot",
-           "hydra_task", "identify", "precheck", "run", "snapshot_dir_of", "train_command"]
+           "hydra_task", "identify", "on_cpu_without_gpu", "precheck", "run", "snapshot_dir_of", "train_command"]

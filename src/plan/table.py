@@ -82,6 +82,15 @@ def scorer_where(plan: RunPlan) -> str:
     return "cpu (debugging)"
 
 
+def accelerator_row(plan: RunPlan) -> tuple[str, str, str]:
+    """Where training runs; on CPU, how (conf/accelerator/cpu.yaml) and what the GPU rows then mean."""
+    if plan.device != "cpu":
+        return ("accelerator", plan.device, "trainer.device (accelerator group)")
+    return ("accelerator", "cpu (CPU loop)",
+            f"trainer.device=cpu: verl's platform from src/cpu_platform (VERL_PLATFORM=cpu), vLLM's CPU build, FSDP on "
+            f"gloo, each GPU a Ray logical GPU; trains in {plan.trainer_python}; the GPU memory rows do not apply")
+
+
 def memory_rows(plan: RunPlan) -> list[tuple[str, str, str]]:
     """Per-GPU memory (GiB) of the fullest GPU, formulas in src/plan/memory.py."""
     m = plan.memory
@@ -123,6 +132,7 @@ def render(plan: RunPlan, command: list[str], verl_config_path: str, console: Co
     rows = [
         ("GPUs (G = per node x nodes)", f"{plan.gpus_per_node} x {plan.nodes} = {plan.world_size}",
          "trainer.n_gpus_per_node, trainer.nnodes"),
+        accelerator_row(plan),
         ("prompts per step (P)", b.P, why.get("prompts_per_step", "data.train_batch_size")),
         ("samples per prompt (n)", b.n, "actor_rollout_ref.rollout.n"),
         ("samples per step (P x n)", plan.samples_per_step, ""),

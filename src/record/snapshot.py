@@ -95,7 +95,8 @@ def write(run_dir: Path, *, composed: dict, overrides: list[str], plan: dict, ve
         GIT: git_text,
         "git.diff": git_diff,
         "env.json": json.dumps(relevant_env(environ), indent=2) + "\n",
-        "packages-train.txt": installed_packages(),
+        # the env that trains: the launcher's own, or accelerator.python's (the CPU loop env)
+        "packages-train.txt": installed_packages((composed.get("accelerator") or {}).get("python")),
         "system.json": json.dumps(system_info(), indent=2) + "\n",
         FORMAT_FILE: json.dumps({"format": FORMAT}) + "\n",
     }

@@ -190,7 +190,9 @@ def overrides(plan: RunPlan, cfg: dict) -> list[str]:
         out.append(f"{key}={_format(value)}")
     # reward.credit=token only: agent loop manager, agent loop, estimator weights (none for sequence)
     out += [f"{key}={_format(value)}" for key, value in credit_launch.verl_overrides(plan.token_credit)]
-    # `++` adds or overrides: the user's explicit verl keys win over the table above
+    # `++` adds or overrides: what the accelerator needs (accelerator.verl: Ray's fake GPUs on CPU), then the
+    # user's explicit verl keys, which win over both
+    out += [f"++{key}={_format(value)}" for key, value in sorted(plan.accelerator_verl.items())]
     out += [f"++{key}={_format(value)}" for key, value in sorted(plan.verl_passthrough.items())]
     return out
 

@@ -17,6 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # versions, as numpy differs between the real train and scorer locks
 TRAIN_LOCK = "six==1.17.0\nmarkupsafe==3.0.2\n"
 SCORER_LOCK = "six==1.16.0\nantlr4-python3-runtime==4.9.3\n"
+# the CPU loop env (PLATFORM=cpu only): one more small pin of its own
+LOOP_LOCK = "six==1.17.0\nidna==3.10\n"
 PROBE = "import socket; socket.create_connection(('pypi.org', 443), timeout=10)"
 
 
@@ -37,14 +39,17 @@ def site_packages(venv: Path) -> set[str]:
 def test_a_wheelhouse_installs_both_envs_with_the_network_refused(tmp_path):
     (tmp_path / "train.txt").write_text(TRAIN_LOCK)
     (tmp_path / "scorer.txt").write_text(SCORER_LOCK)
-    locks = [f"TRAIN_LOCK={tmp_path / 'train.txt'}", f"SCORER_LOCK={tmp_path / 'scorer.txt'}"]
+    (tmp_path / "loop.txt").write_text(LOOP_LOCK)
+    locks = [f"TRAIN_LOCK={tmp_path / 'train.txt'}", f"SCORER_LOCK={tmp_path / 'scorer.txt'}",
+             f"LOOP_LOCK={tmp_path / 'loop.txt'}"]
     house = tmp_path / "wheelhouse"
 
     online = subprocess.run(["make", "-s", "wheelhouse", "PLATFORM=cpu", f"WHEELHOUSE={house}", *locks],
                             cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert online.returncode == 0, online.stdout[-3000:] + online.stderr[-3000:]
     wheels = sorted(p.name for p in house.iterdir())
-    assert all(w.endswith(".whl") for w in wheels) and len(wheels) == 5, wheels  # six twice, markupsafe, antlr4, uv
+    # six twice, markupsafe, antlr4, idna, uv
+    assert all(w.endswith(".whl") for w in wheels) and len(wheels) == 6, wheels
     assert any(w.startswith("antlr4_python3_runtime-4.9.3-py3-none-any") for w in wheels)
     assert any(w.startswith("uv-") for w in wheels)
 
@@ -53,16 +58,17 @@ def test_a_wheelhouse_installs_both_envs_with_the_network_refused(tmp_path):
     refused = subprocess.run([*offline, "python3.11", "-c", PROBE], capture_output=True, text=True, env=env)
     assert refused.returncode != 0 and ("socket.gaierror" in refused.stderr or "OSError" in refused.stderr), refused
 
-    train, scorer = tmp_path / "train-env", tmp_path / "scorer-env"
+    train, scorer, loop = tmp_path / "train-env", tmp_path / "scorer-env", tmp_path / "loop-env"
     setup = subprocess.run([*offline, "make", "setup", "PLATFORM=cpu", f"WHEELHOUSE={house}", f"VENV={train}",
-                            f"SCORER_VENV={scorer}", *locks], cwd=ROOT, capture_output=True, text=True, env=env,
-                           timeout=300)
+                            f"SCORER_VENV={scorer}", f"LOOP_VENV={loop}", *locks], cwd=ROOT, capture_output=True,
+                           text=True, env=env, timeout=300)
     assert setup.returncode == 0, setup.stdout[-3000:] + setup.stderr[-3000:]
     assert f"--no-index --find-links {house}" in setup.stdout
     assert (tmp_path / "xdg").is_dir() or shutil.which("uv")  # uv came from the wheelhouse unless on PATH
 
     assert site_packages(train) == {"six", "markupsafe"}
     assert site_packages(scorer) == {"six", "antlr4_python3_runtime"}
+    assert site_packages(loop) == {"six", "idna"}
     imports = "import six, markupsafe; assert six.__version__ == '1.17.0'; print(markupsafe.escape('<'))"
     assert subprocess.run([train / "bin/python", "-c", imports], capture_output=True, text=True).stdout == "&lt;\n"
     imports = "import six, antlr4; assert six.__version__ == '1.16.0'; print(antlr4.__name__)"

@@ -1,15 +1,13 @@
-"""`python -m src.launch experiment=smoke_tiny`: the smoke run with nothing to download, up to the GPU boundary.
+"""`python -m src.launch experiment=smoke_tiny`: the smoke run with nothing to download, up to the launch.
 
 - a dry run works in a fresh-clone-like copy of the checkout (no conf/local/, no models/, no data/, no
   .cache/) and builds nothing;
-- a real launch (scorer on the CPU, tests/launcher/smoke_stand_in.py --generate in place of verl's GPU
-  trainer) builds the tiny policy (train env), the tiny QE checkpoints (scorer env) and the prompts
-  (src.data.prepare) once, then runs every stage: the stand-in samples the rollouts from the tiny policy
-  itself, loaded with the attention implementation verl's config names, and the real reward function
-  scores them through the real scorer on the tiny CometKiwi; the verdict is PASS, resume included;
-- what was built loads where it is used: the policy with transformers (its vLLM constraints hold), the
-  prompts with verl's RLHFDataset through the tiny tokenizer's chat template; a second prepare reuses
-  all three builds.
+- the builds (tiny policy, tiny QE checkpoints, prompts) load where they are used: the prompts in verl's
+  RLHFDataset through the tiny tokenizer's chat template; a second prepare reuses all three builds;
+- shapes vLLM cannot serve are refused before anything is built; a node without the GPUs it asked for
+  (accelerator=cuda given) is told so before anything is built; with no GPU and no accelerator given, the
+  launch picks the CPU loop and says so.
+The real launch, every stage PASS on verl's own trainer on this machine's CPU: tests/loop/test_smoke_on_cpu.py.
 """
 from __future__ import annotations
 
@@ -21,18 +19,14 @@ import sys
 import time
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 import yaml
 
 from src.config import compose_config
 from src.pipeline import smoke
 from src.plan import build_plan
-from tests.rewards.conftest import NETGUARD
 
 REPO = Path(__file__).resolve().parents[2]
-STAND_IN = REPO / "tests" / "launcher" / "smoke_stand_in.py"
-STAGES = ["scorer", "training", "rollout", "reward", "update", "validation", "checkpoint", "resume", "report"]
 # user-level locations a fresh clone must not depend on
 LEAKY_ENV = ("QE_RL_MODELS", "QE_RL_DATA", "QE_RL_RESULTS", "HF_HOME", "HF_HUB_CACHE", "CUDA_VISIBLE_DEVICES")
 
@@ -81,73 +75,13 @@ def test_preset_plans_on_one_gpu_with_the_same_stages_as_smoke(tmp_path):
     assert plan.scorer.training_gpu_index == 0  # shared: the scorer sits on the one training GPU
 
 
-def _launch(tmp: Path, build_dir: Path) -> tuple[subprocess.CompletedProcess, Path]:
-    out = tmp / "out"
-    stand_in = f"{sys.executable} {STAND_IN} --generate"
-    args = [sys.executable, "-m", "src.launch", "experiment=smoke_tiny", "scorer.placement=cpu",
-            "scorer.ready_timeout_s=120", f"model.build_dir={build_dir}", "data.max_response_length=48",
-            f"debug.train_command_override='{stand_in}'", f"paths.output_dir={out}"]
-    env = {k: v for k, v in os.environ.items() if k not in LEAKY_ENV and not k.startswith(("SLURM_", "QE_SCORER_"))}
-    # one (pretend) GPU for preflight; SLURM_CPUS_PER_TASK is this task's CPU grant for Ray's 3G+10 check
-    env.update(CUDA_VISIBLE_DEVICES="0", PYTHONPATH=str(NETGUARD), SLURM_CPUS_PER_TASK="16")
-    proc = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True, timeout=1200)
-    (run_dir,) = (out / "runs").iterdir()
-    return proc, run_dir
-
-
 @pytest.fixture(scope="module")
 def build_dir(tmp_path_factory):
-    """One build dir for the module: the launch test builds into it, the prepare test finds it complete."""
     return tmp_path_factory.mktemp("smoke_tiny") / "tiny-models"
 
 
-def test_launch_builds_the_tiny_models_runs_every_stage_and_prints_pass(tmp_path, build_dir):
-    assert not build_dir.exists()
-    t0 = time.perf_counter()
-    proc, run_dir = _launch(tmp_path, build_dir)
-    elapsed = time.perf_counter() - t0
-    out = proc.stdout + proc.stderr
-    print(f"smoke_tiny launch (builds + stand-in training + resume + report): {elapsed:.1f} s")
-    print("\n".join(l for l in out.splitlines() if l.startswith(("smoke_tiny:", "stand-in:"))))
-    assert proc.returncode == 0, out[-5000:]
-    for what in ("tiny policy", "tiny QE checkpoints", "prompts"):
-        assert f"smoke_tiny: {what} built in" in out, out[-3000:]
-    assert "=== qe-rl smoke verdict: PASS ===" in out
-    verdict = out[out.index("=== qe-rl smoke verdict"):].splitlines()
-    for stage in STAGES:
-        line = next(l for l in verdict if l.split() and l.split()[0] == stage)
-        assert line.split()[1] == "PASS", line
-    # the rollouts were the tiny policy's own samples, scored by the real service
-    starts = [json.loads(l) for l in (run_dir / "stand_in.jsonl").read_text().splitlines()]
-    assert [(s["resumed_from"], s["steps"]) for s in starts] == [(0, [1, 2]), (1, [2])]
-    assert "scorer ready url=" in (run_dir / "scorer" / "node-0.log").read_text()
-    (first,) = [p for p in (tmp_path / "out").rglob("val_generations/1.jsonl")]
-    sample = json.loads(first.read_text().splitlines()[0])
-    assert sample["output"] and "<translate>" not in sample["output"]  # random weights: no learned format
-
-    # what was built loads where it is used
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from src.tiny_models import vllm_rules
-
-    verl = yaml.safe_load((run_dir / "snapshot" / "verl_config.yaml").read_text())
-    policy = Path(verl["actor_rollout_ref"]["model"]["path"])
-    assert policy == build_dir / "policy"
-    tok = AutoTokenizer.from_pretrained(str(policy), local_files_only=True)
-    model = AutoModelForCausalLM.from_pretrained(str(policy), attn_implementation="sdpa", local_files_only=True)
-    c = model.config
-    assert (c.num_hidden_layers, c.hidden_size, c.vocab_size) == (2, 128, 640) and len(tok) == c.vocab_size
-    assert vllm_rules.problems(hidden_size=c.hidden_size, num_attention_heads=c.num_attention_heads,
-                               num_kv_heads=c.num_key_value_heads, vocab_size=c.vocab_size,
-                               tokenizer_len=len(tok)) == []
-    train = pq.read_table(build_dir / "data" / "train.parquet").to_pylist()
-    assert len(train) == 24 and {r["extra_info"]["split"] for r in train} == {"train"}
-    assert {r["extra_info"]["lang_pair"] for r in train} == {"zh-en", "en-zh"}
-    assert {r["extra_info"]["template"] for r in train} == {"chat"}
-
-
 def test_prompts_load_in_verls_dataset_and_a_second_prepare_reuses_every_build(tmp_path, build_dir, capsys):
-    """After the launch test the build dir is complete (run alone, this builds it first)."""
+    """The first prepare builds the three parts (or reuses them), the second reuses all three."""
     from omegaconf import OmegaConf
     from transformers import AutoTokenizer
     from verl.utils.dataset.rl_dataset import RLHFDataset
@@ -233,11 +167,31 @@ def test_a_node_without_gpus_is_told_so_before_anything_is_built(tmp_path):
     from tests.launcher.conftest import launch
 
     build, out = tmp_path / "tiny-models", tmp_path / "out"
-    result = launch(["experiment=smoke_tiny", f"model.build_dir={build}", f"paths.output_dir={out}",
-                     f"paths.results_root={tmp_path}/results"])
+    # accelerator=cuda given: the GPU run was asked for, so it is not moved to the CPU loop
+    result = launch(["experiment=smoke_tiny", "accelerator=cuda", f"model.build_dir={build}",
+                     f"paths.output_dir={out}", f"paths.results_root={tmp_path}/results"])
     # one error line (verl's "Disabled critic" warning may precede it: issue 33, finding 15)
     errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
     assert result.returncode == 2 and len(errors) == 1, result.stderr
     assert errors[0].startswith("error: this node needs 1 GPUs for gpus=1") and "but 0 are visible" in errors[0]
     assert not build.exists() and not (tmp_path / "results").exists()
     assert [p for p in out.rglob("*") if p.is_file()] == []  # no run dir, no snapshot
+
+
+@pytest.mark.parametrize("argv, moved", [
+    (["experiment=smoke_tiny"], True),
+    (["experiment=smoke_tiny", "seed=2"], True),
+    (["experiment=smoke_tiny", "accelerator=cuda"], False),   # asked for: refused later if there is no GPU
+    (["experiment=smoke_tiny", "dry_run=true"], False),       # a dry run plans the GPU run as asked
+    (["--multirun", "experiment=smoke_tiny", "seed=1,2"], False),
+    (["experiment=smoke"], False),                            # real weights: a GPU run
+])
+def test_smoke_tiny_without_a_gpu_runs_on_the_cpu_loop_and_says_so(argv, moved):
+    from src.pipeline import on_cpu_without_gpu
+
+    out, note = on_cpu_without_gpu(argv, gpu_absent=lambda: True)
+    assert (out == argv + ["accelerator=cpu"]) if moved else (out == argv and note is None)
+    if moved:
+        assert note == ("no GPU on this machine: experiment=smoke_tiny runs on the CPU (accelerator=cpu; "
+                        "docs/cpu-loop.md)")
+    assert on_cpu_without_gpu(argv, gpu_absent=lambda: False) == (argv, None)  # a GPU node: as asked

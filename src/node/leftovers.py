@@ -1,0 +1,69 @@
+"""What verl and vLLM leave on the node when a run ends, removed by the launcher after training stopped.
+
+Killed at shutdown (the launcher stops training's whole process group), vLLM's engine and verl's rollout
+workers never unlink what they created:
+- /dev/shm/psm_*: vLLM's shared-memory message queues (vllm/distributed/device_communicators/
+  shm_broadcast.py, MessageQueue: multiprocessing.shared_memory's default names), 160-250 MB each, two per
+  engine start; a CPU machine's /dev/shm (RAM) fills up run by run;
+- /dev/shm/verl_weights_*: verl's weight-sync bucket when the sync failed (verl/workers/rollout/
+  vllm_rollout/bucketed_weight_transfer.py);
+- <tmp>/vllm_dist_*: vLLM's file store for its process group (vllm/utils/network_utils.py);
+- /tmp/rl-colocate-zmq-*.sock: verl's weight-sync sockets (vllm_rollout.py), when a worker was killed.
+
+Only what appeared during this run and no live process still maps or holds open is removed: another run
+on the node keeps its segments, and older leftovers are not ours to judge.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+PATTERNS = ((Path("/dev/shm"), "psm_"), (Path("/dev/shm"), "verl_weights_"),
+            (Path(tempfile.gettempdir()), "vllm_dist_"), (Path("/tmp"), "rl-colocate-zmq-"))
+
+
+def present() -> set[str]:
+    """The paths matching PATTERNS now."""
+    out = set()
+    for folder, prefix in PATTERNS:
+        with contextlib.suppress(OSError):
+            out.update(str(folder / name) for name in os.listdir(folder) if name.startswith(prefix))
+    return out
+
+
+def in_use() -> set[str]:
+    """Files mapped (/proc/PID/maps) or open (/proc/PID/fd) by a process this user may inspect."""
+    used = set()
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        with contextlib.suppress(OSError):
+            with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as maps:
+                used.update(line.split(maxsplit=5)[5].strip() for line in maps if line.count(" ") >= 5
+                            and "/" in line)
+        with contextlib.suppress(OSError):
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                with contextlib.suppress(OSError):
+                    used.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+    # a deleted file shows as "PATH (deleted)": gone already
+    return used
+
+
+class Leftovers:
+    """`Leftovers()` before training starts; `remove()` after its process group is stopped."""
+
+    def __init__(self):
+        self.before = present()
+
+    def remove(self) -> list[str]:
+        """Unlink what appeared since and nothing holds; the paths removed."""
+        new = present() - self.before
+        if not new:
+            return []
+        held = in_use()
+        removed = []
+        for path in sorted(new - held):
+            with contextlib.suppress(FileNotFoundError, IsADirectoryError, PermissionError):
+                os.unlink(path)
+                removed.append(path)
+        return removed

