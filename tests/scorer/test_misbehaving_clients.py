@@ -15,7 +15,8 @@ cut and replaced at least once, so they are served through the cuts and the reco
 Asserted: every well-formed request gets the same result as in a quiet run of the same requests,
 each within LATENCY_BOUND_S (or twice the quiet run's slowest, on a machine slower than that);
 every misbehaving request gets its documented answer; every stalled connection is cut
-READ_TIMEOUT_S after its last byte (give or take CUT_SLACK_S); the service's resident memory
+READ_TIMEOUT_S after its last byte (not before; at most CUT_SLACK_S after, or twice the quiet run's slowest
+request on a slower machine); the service's resident memory
 stays within MEMORY_BOUND_BYTES of its quiet-run level; its log holds no traceback and at most
 one line per 10 s for requests that are not HTTP; the service raised its open-files limit
 itself (started here with a soft limit too small for the storm).
@@ -433,11 +434,15 @@ def test_well_formed_clients_are_served_while_others_misbehave(storm_service, qu
     # stalled body is told 408 first.
     never = [k for k, _, data in cuts if data is None]
     assert not never, f"{len(never)} stalled connections never cut: {never[:5]}"
+    # "not much after": CUT_SLACK_S, or twice the quiet run's slowest request on a machine busy with other
+    # work, as the latency bound above (both clocks are event loops on those cores: a 3x loaded machine
+    # took 2.9 s for the quiet run's slowest request and saw a cut 4.5 s late)
+    slack = max(CUT_SLACK_S, 2 * max(quiet_lat))
     for kind in STALLERS:
         times = [t for k, t, _ in cuts if k == kind]
         assert len(times) >= STALLERS[kind], (kind, len(times))
-        assert READ_TIMEOUT_S - 0.2 <= min(times) and max(times) <= READ_TIMEOUT_S + CUT_SLACK_S, \
-            (kind, min(times), max(times))
+        assert READ_TIMEOUT_S - 0.2 <= min(times) and max(times) <= READ_TIMEOUT_S + slack, \
+            (kind, min(times), max(times), slack)
     for kind, _, data in cuts:
         if kind == "half_body":
             assert data.startswith(b"HTTP/1.1 408 "), data[:100]
