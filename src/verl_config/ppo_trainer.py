@@ -14,6 +14,7 @@ from typing import Any, Callable
 from omegaconf import DictConfig, OmegaConf
 
 from src.config import hydra_internal
+from src.config.dotted import flatten
 from src.plan import RunPlan
 from src.rewards import normalise
 from src.rewards.credit import launch as credit_launch
@@ -229,6 +230,21 @@ def _run_verl_validation(cfg: DictConfig) -> list:
         normalise.check_verl(cfg)  # registers grpo_per_component here too, for the same reason
         checks.run(cfg)
     return list(caught)
+
+
+def unvalidated(plan: RunPlan, cfg: dict) -> DictConfig:
+    """The verl config `build` gives, resolved, without verl's validation: for comparing values (the
+    baseline a run's name is read against, src/pipeline/lineage.py), never for running."""
+    verl_cfg = compose(overrides(plan, cfg))
+    OmegaConf.resolve(verl_cfg)
+    return verl_cfg
+
+
+def derived_keys() -> frozenset:
+    """verl's keys whose yaml value is an interpolation of another key (the actor's `rollout_n` copies
+    `rollout.n`): a change of the other key shows in these too, so a name lists it once."""
+    raw = flatten(OmegaConf.to_container(compose([]), resolve=False))
+    return frozenset(k for k, v in raw.items() if isinstance(v, str) and "${" in v)
 
 
 def build(plan: RunPlan, cfg: dict) -> DictConfig:

@@ -287,14 +287,14 @@ def test_requeued_job_resumes_in_the_same_run_dir_from_the_first_attempts_checkp
 
 
 def test_two_job_sweep_writes_two_checkpoint_dirs_and_two_wandb_runs_in_one_group(sweep):
-    res = sweep.run(["gpus=2", "trainer.lr=1e-6,3e-6", f"debug.train_command_override='{stand_in()}'"]
+    res = sweep.run(["gpus=2", "trainer.lr=2e-6,3e-6", f"debug.train_command_override='{stand_in()}'"]
                     + sweep.fake_inputs())
     assert res.returncode == 0, res.stdout + res.stderr
     seen = [json.loads(p.read_text().splitlines()[0]) for p in sorted(sweep.dir.glob("*/stand_in.jsonl"))]
     assert len(seen) == 2
     dirs = {s["checkpoint_dir"] for s in seen}
     assert len(dirs) == 2 and all(Path(d).name.startswith("seed1_lr") for d in dirs)
-    assert any("_lr1e-06-" in d for d in dirs) and any("_lr3e-06-" in d for d in dirs)
+    assert any("_lr2e-06-" in d for d in dirs) and any("_lr3e-06-" in d for d in dirs)
     assert len({s["wandb_run_id"] for s in seen}) == 2
     # grouped by the sweep: its dir's name
     assert {s["wandb_run_group"] for s in seen} == {f"sweep-{sweep.dir.name}"}
