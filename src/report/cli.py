@@ -29,7 +29,7 @@ from pathlib import Path
 from src.data.safe_write import dir_mode, file_mode, new_dir_beside, os_reason, writable_dir_problem
 
 from . import plots
-from .run_files import RunDirError, load_run
+from .run_files import RunDirError, load_run, no_val_samples_reason
 from .samples_page import render_samples_page
 from .series import gpu_wait_share, held_out_panels, reward_panels, step_time_breakdown, throughput
 from .summary import render_summary
@@ -113,7 +113,8 @@ def build_report(
             }
             page = tmp / "val_samples.html"
             page.write_text(
-                render_samples_page(run.val_samples, f"Validation samples: {run_dir.name}", max_samples_per_step),
+                render_samples_page(run.val_samples, f"Validation samples: {run_dir.name}", max_samples_per_step,
+                                    empty_reason=no_val_samples_reason(run)),
                 encoding="utf-8",
             )
             files["val_samples"] = page
