@@ -99,7 +99,7 @@ def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dic
             smoke.prepare(plan, composed, environ)
         # dry runs too: the val/train rows' split tags decide which reward they get (the splits
         # as the reward function receives them; absent only in snapshots older than the key)
-        check_data_files(plan, composed)
+        data_notes = check_data_files(plan, composed)
         splits = OmegaConf.select(verl_cfg, "reward.custom_reward_function.reward_kwargs.validation_splits")
         if splits is not None:
             preflight.check_data_splits(plan, splits)
@@ -129,6 +129,8 @@ def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dic
         _remove_if_empty(run_dir)
         raise RunError(str(exc), USAGE_EXIT) from None
     render_plan(plan, command, str(snap / "verl_config.yaml"), lineage=lineage_line(plan, lineage))
+    for note in data_notes:
+        print(f"note: {note}")
     if dry:
         print(f"dry run: nothing started; snapshot in {snap}; nothing written to {plan.checkpoint_dir}")
         return

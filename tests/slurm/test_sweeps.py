@@ -59,9 +59,10 @@ class Sweep:
         # rows as src.data.prepare writes them: the launcher checks their schema, split tags
         # (src/node/preflight.py check_data_splits) and template before anything is submitted
         example = Example(src="这只猫坐在垫子上。", tgt="The cat sat on the mat.", src_lang="zh", tgt_lang="en")
-        for name, split in (("train.parquet", "train"), ("val.parquet", "val")):
-            write_parquet_atomic([make_row(example, dataset_name="wmt_zh_en", template="base", split=split, index=0)],
-                                 data / name)
+        # one step's prompts at least (48): a real launch refuses train data smaller than a step
+        for name, split, n in (("train.parquet", "train", 48), ("val.parquet", "val", 1)):
+            write_parquet_atomic([make_row(example, dataset_name="wmt_zh_en", template="base", split=split, index=i)
+                                  for i in range(n)], data / name)
         return [f"paths.model_root={self.tmp}/models", f"paths.data_root={self.tmp}/data", "debug.skip_scorer=true"]
 
     def command(self, args: list[str]) -> list[str]:
