@@ -131,6 +131,17 @@ def test_reward_is_named_with_its_mode_only_where_a_span_model_runs(tmp_path):
     assert "/xcomet_xl_train/grpo/" in xcomet.checkpoint_dir and xcomet.wandb_project == "qe-rl-xcomet_xl-train-s384"
     comet_eval = _identified(["reward=comet", "reward.mode=eval"], tmp_path)[0]
     assert "/comet_eval/grpo/" in comet_eval.checkpoint_dir
+    # the plan table's title too
+    import io
+
+    from rich.console import Console
+
+    from src.plan.table import render
+    for plan, title in ((metricx, "Run plan: qwen2.5_3b / metricx / grpo"),
+                        (xcomet, "Run plan: qwen2.5_3b / xcomet_xl (train) / grpo")):
+        text = io.StringIO()
+        render(plan, ["true"], "verl_config.yaml", console=Console(file=text, width=200))
+        assert title in text.getvalue()
 
 
 def test_a_run_launched_under_the_earlier_names_resumes_in_its_dir(tmp_path):

@@ -60,7 +60,7 @@ def test_dry_run_works_in_a_fresh_clone_without_local_config_models_or_data(tmp_
                           env=env, capture_output=True, text=True, timeout=600)
     print(f"fresh-clone dry run: {time.perf_counter() - t0:.1f} s")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "Run plan: tiny_qwen2 / comet (off) / grpo" in proc.stdout and "dry run: nothing started" in proc.stdout
+    assert "Run plan: tiny_qwen2 / comet / grpo" in proc.stdout and "dry run: nothing started" in proc.stdout
     assert not (clone / ".cache" / "tiny-models").exists()  # a dry run builds nothing
     (snap,) = (clone / "outputs" / "runs").glob("*/snapshot")
     verl = yaml.safe_load((snap / "verl_config.yaml").read_text())
