@@ -27,6 +27,7 @@ from src.verl_config import checks as verl_checks
 from . import smoke
 from .errors import USAGE_EXIT, RunError, UsageError, verl_reason
 from .lineage import Lineage, identify, lineage_line, verl_config_for
+from .preset import moved_geometry_note
 from .precheck import check_data_files, debug, detected_gpu_memory, not_writable, outside_multi_node_job
 
 
@@ -129,6 +130,9 @@ def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dic
         _remove_if_empty(run_dir)
         raise RunError(str(exc), USAGE_EXIT) from None
     render_plan(plan, command, str(snap / "verl_config.yaml"), lineage=lineage_line(plan, lineage))
+    moved = moved_geometry_note(plan, overrides) if lineage is None else None
+    if moved:
+        print(f"note: {moved}")
     for note in data_notes:
         print(f"note: {note}")
     if dry:
