@@ -36,6 +36,8 @@ from .templates import TEMPLATES, UnknownTemplateError, expected_format
 from .tokens import TINY_TOKENIZER_HINT, load_tokenizer, token_lengths
 
 EXIT_BAD_INPUT, EXIT_WRITE_FAILED = 2, 1
+# Ctrl-C: 128 + SIGINT, as the shell reports it
+EXIT_INTERRUPTED = 130
 
 
 class WriteError(Exception):
@@ -173,6 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         stats = prepare(args)
+    except KeyboardInterrupt:  # one line, no traceback (issue 33): the files are written whole or not at all
+        sys.stderr.write(f"prepare: stopped (interrupt): nothing was written to {args.out}\n")
+        return EXIT_INTERRUPTED
     except (InputError, WriteError) as e:
         sys.stderr.write(f"prepare: error: {' '.join(str(e).splitlines())}\n")
         return EXIT_BAD_INPUT if isinstance(e, InputError) else EXIT_WRITE_FAILED

@@ -25,7 +25,7 @@ from src.slurm.task import slurm_task
 from src.verl_config import checks as verl_checks
 
 from . import smoke
-from .errors import USAGE_EXIT, RunError, UsageError, verl_reason
+from .errors import INTERRUPTED_EXIT, USAGE_EXIT, RunError, UsageError, verl_reason
 from .lineage import Lineage, identify, lineage_line, verl_config_for
 from .preset import moved_geometry_note
 from .precheck import check_data_files, debug, detected_gpu_memory, not_writable, outside_multi_node_job
@@ -265,4 +265,4 @@ def hydra_task(cfg) -> None:
         # services are stopped. No result is written, so a requeued job simply runs again.
         print(f"stopped ({exc or 'interrupt'}): a requeued or resumed run continues from the last checkpoint "
               f"in the checkpoint dir", file=sys.stderr)
-        sys.exit(130)
+        sys.exit(INTERRUPTED_EXIT)

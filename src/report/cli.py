@@ -35,6 +35,7 @@ from .series import gpu_wait_share, held_out_panels, reward_panels, step_time_br
 from .summary import render_summary
 
 EXIT_BAD_INPUT, EXIT_WRITE_FAILED = 2, 1
+EXIT_INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT, as the shell reports it
 # what a report writes; an existing --out holding anything else is not ours to write into
 REPORT_FILES = ("rewards.png", "step_time.png", "throughput.png", "gpu_wait.png", "held_out.png", "val_samples.html",
                 "summary.md")
@@ -155,6 +156,14 @@ def _positive(value: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # one line, no traceback (issue 33)
+        print("report: stopped (interrupt): the report dir is written whole or not at all", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _main(argv: list[str] | None) -> int:
     p = _OneLineParser(prog="python -m src.report", description="Plots and pages from a verl run directory.")
     p.add_argument("run_dir", type=Path)
     p.add_argument("--out", type=Path, help="output directory (default: RUN_DIR/report); new, empty, or a "
