@@ -4,7 +4,6 @@ relates to the run it came from (a reproduction in a new dir, or --resume in the
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Optional
@@ -43,28 +42,22 @@ def verl_config_for(plan: RunPlan, composed: dict, lineage: "Lineage | None") ->
     return verl_config.build(plan, composed)
 
 
-# Our config's keys that say where and how a run runs, or where from, not what it trains: a run's name
-# is read against a baseline that has them too, so they never name a run (what one changes in the id,
-# e.g. scorer.dtype or memory.gpu_gb, is still hashed).
-SETTINGS = ("dry_run", "hydra", "paths", "logger", "debug", "slurm", "profile", "accelerator", "memory",
-            "ray_num_cpus", "sweep", "local", "scorer")
-
-
 def scorer_models(plan: RunPlan) -> dict:
     """The QE models the reward scores with, as the identity records them (they live outside verl's config)."""
     return {m.name: {"path": m.path, "kind": m.kind, "dtype": plan.scorer.dtype}
             for m in (plan.scorer.models if plan.scorer else ())}
 
 
-def baseline_identity(plan: RunPlan, composed: dict, overrides: list[str]) -> dict | None:
+def baseline_identity(plan: RunPlan) -> dict | None:
     """The identity of this run's model, reward (and its mode), algo, GPU count and seed with nothing
-    else set but the SETTINGS the run has: what the run's name is read against
-    (src/record/identity.py readable_name). None when that config does not plan (e.g. its default
-    batch does not fit the GPUs this run's lowered batch fits): the name is then the seed alone."""
-    base = [f"model={plan.model}", f"reward={plan.reward}", f"reward.mode={plan.reward_mode}", f"algo={plan.algo}",
-            f"gpus={plan.gpus_per_node}", f"nodes={plan.nodes}", f"seed={plan.seed}"]
-    base += [o for o in overrides if re.split(r"[./=]", o.lstrip("+~"), maxsplit=1)[0] in SETTINGS]
-    found = _baseline(tuple(base), plan.memory.gpu_gb)
+    else set: what the run's name is read against (src/record/identity.py readable_name). Nothing of
+    the command line but those, so the name is a function of the id: a setting that changes what is
+    trained (paths.model_root: other weights; memory.gpu_gb: vLLM's share) is named like any key, one
+    that does not (paths.results_root, logger) names nothing. None when that config does not plan
+    (e.g. its default batch does not fit): the name is then the seed alone."""
+    found = _baseline((f"model={plan.model}", f"reward={plan.reward}", f"reward.mode={plan.reward_mode}",
+                       f"algo={plan.algo}", f"gpus={plan.gpus_per_node}", f"nodes={plan.nodes}", f"seed={plan.seed}"),
+                      plan.memory.gpu_gb)
     return None if found is None else dict(found)
 
 
@@ -74,6 +67,7 @@ def _baseline(base: tuple[str, ...], gpu_memory_gb: float) -> tuple | None:
     # Hydra composition and a plan (about half a second)
     try:
         cfg = config.compose_config_in_app(list(base))  # a run is a Hydra app's job
+        # the GPU size the launcher read (used where memory.gpu_gb is null): the baseline of this machine
         base_plan = build_plan(cfg, run_dir="baseline", gpu_memory_gb=gpu_memory_gb)
         verl_cfg = verl_config.unvalidated(base_plan, cfg)
     except Exception:  # noqa: BLE001 - any config this run's own did not need: the name falls back to the seed
@@ -88,7 +82,7 @@ def identify(plan: RunPlan, composed: dict, overrides: list[str], verl_cfg, line
     ident = identity.identity(OmegaConf.to_container(verl_cfg, resolve=True), scorer_models(plan))
     rid = identity.run_id(ident)
     if lineage is None:
-        baseline = baseline_identity(plan, composed, overrides)
+        baseline = baseline_identity(plan)
         name = identity.readable_name(ident, ident if baseline is None else baseline, plan.seed,
                                       verl_config.derived_keys())
         earlier_prefix, earlier_project = earlier_names(plan)

@@ -160,9 +160,10 @@ def _value_text(value) -> str:
         return repr(value)  # 3e-06, as the example dirs in docs/outputs.md show
     if isinstance(value, (list, tuple)):
         return ",".join(_value_text(v) for v in value)
-    text = str(value)
-    # a class or file path names itself by its last part (pkg://src.trainer.guard.X -> X; not qwen2.5_3b)
-    return re.split(r"[/.:]", text.rstrip("/"))[-1] if re.search(r"[/:]", text) or text.count(".") > 1 else text
+    # a file path names itself by its file (/models/Qwen2.5-3B -> Qwen2.5-3B), a class or module path by
+    # its last part (pkg://src.trainer.guard.X -> X)
+    text = str(value).rstrip("/").rsplit("/", 1)[-1]
+    return re.split(r"[.:]", text)[-1] if text.count(".") > 1 or ":" in text else text
 
 
 def readable_name(ident: dict, baseline: dict, seed: int, derived: frozenset = frozenset()) -> str:

@@ -176,8 +176,10 @@ CHOICES = {
     "+verl.actor_rollout_ref.actor.optim.lr": [None, "3e-6"],
     "reward.weights.bleu": [None, "1", "1.0", "0.5"],
     "data.template": [None, "base", "chat"],
-    "data.train_files": [None, "${paths.data_root}/wmt_zh_en/train.parquet", "/x/mypairs/train.parquet"],
+    "data.train_files": [None, "${paths.data_root}/wmt_zh_en/train.parquet", "/x/wmt_zh_en/train.parquet",
+                         "/x/mypairs/train.parquet"],
     "trainer.save_freq": [None, "7"],
+    "paths.data_root": [None, "/x"],  # a setting that moves the data files: the id and the name change with it
     "logger": [None, "console"],
     "seed": [None, "1", "2"],
 }
