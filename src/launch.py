@@ -71,6 +71,16 @@ def check(argv: list[str]) -> int | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        # before a run starts (composition, the pre-launch check): one line, no traceback (issue 33); a run
+        # that started says so itself (src/pipeline/run.py hydra_task)
+        print("stopped (interrupt): nothing was started", file=sys.stderr)
+        return pipeline.INTERRUPTED_EXIT
+
+
+def _main(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--from-snapshot" in argv:
         i = argv.index("--from-snapshot")

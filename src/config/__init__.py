@@ -1,10 +1,10 @@
 """Config: paths of the code and checkout, conf/ composed with overrides (Hydra), resolvers, schemas.
 May import: nothing else of src (it is the bottom layer); Hydra's private API only in hydra_internal.py.
 """
-from .compose import (SweepError, compose, compose_config, fixed_overrides, is_hydra_override, one_line,
-                      register, sweep_jobs, to_plain)
+from .compose import (SweepError, compose, compose_config, compose_config_in_app, fixed_overrides, is_hydra_override,
+                      one_line, register, sweep_jobs, to_plain)
 from .paths import CODE_ROOT, CODE_SNAPSHOT_MARKER, CONF_DIR, PROJECT_ROOT
 
 __all__ = ["CODE_ROOT", "CODE_SNAPSHOT_MARKER", "CONF_DIR", "PROJECT_ROOT", "SweepError", "compose",
-           "compose_config", "fixed_overrides", "is_hydra_override", "one_line", "register", "sweep_jobs",
-           "to_plain"]
+           "compose_config", "compose_config_in_app", "fixed_overrides", "is_hydra_override", "one_line", "register",
+           "sweep_jobs", "to_plain"]

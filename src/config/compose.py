@@ -45,6 +45,13 @@ def compose_config(overrides: list[str]) -> dict:
     return to_plain(compose(overrides))
 
 
+def compose_config_in_app(overrides: list[str]) -> dict:
+    """`compose_config`, also inside a running Hydra app (a job composing a second config: Hydra's
+    compose API refuses while the app's GlobalHydra is initialized). Same result."""
+    register()
+    return to_plain(hydra_internal.compose_dir(str(CONF_DIR), "config", overrides))
+
+
 def is_hydra_override(line: str) -> bool:
     return line.startswith(("hydra.", "hydra/", "+hydra", "~hydra", "++hydra"))
 

@@ -33,9 +33,11 @@ from .rows import SPLITS, make_row
 from .safe_write import atomic_files, os_reason, writable_dir_problem
 from .stats import build_stats, format_table
 from .templates import TEMPLATES, UnknownTemplateError, expected_format
-from .tokens import load_tokenizer, token_lengths
+from .tokens import TINY_TOKENIZER_HINT, load_tokenizer, token_lengths
 
 EXIT_BAD_INPUT, EXIT_WRITE_FAILED = 2, 1
+# Ctrl-C: 128 + SIGINT, as the shell reports it
+EXIT_INTERRUPTED = 130
 
 
 class WriteError(Exception):
@@ -65,7 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", help="dataset name for data_source (default: the input file's stem)")
     p.add_argument("--split", required=True, help=f"one of {', '.join(SPLITS)}")
     p.add_argument("--template", required=True, help=f"one of {', '.join(TEMPLATES)}")
-    p.add_argument("--tokenizer", required=True, type=Path, help="local tokenizer/model directory")
+    # not required= here: argparse's refusal would not say what to give on a machine without weights
+    p.add_argument("--tokenizer", type=Path, help=f"local tokenizer/model directory ({TINY_TOKENIZER_HINT})")
     p.add_argument("--max-src-tokens", type=int)
     p.add_argument("--max-tgt-tokens", type=int, help="reference length; keep under max_response_length")
     p.add_argument("--max-prompt-tokens", type=int, help="as verl counts it; set data.max_prompt_length to it")
@@ -78,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _check_args(args) -> None:
+    if args.tokenizer is None:
+        raise InputError(f"--tokenizer is required: the local directory of the policy's tokenizer (e.g. "
+                         f"/models/Qwen2.5-3B), whose lengths verl will count; {TINY_TOKENIZER_HINT}")
     if args.split not in SPLITS:
         raise InputError(f"unknown split {args.split!r} (known: {', '.join(SPLITS)})")
     try:
@@ -169,6 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         stats = prepare(args)
+    except KeyboardInterrupt:  # one line, no traceback (issue 33): the files are written whole or not at all
+        sys.stderr.write(f"prepare: stopped (interrupt): nothing was written to {args.out}\n")
+        return EXIT_INTERRUPTED
     except (InputError, WriteError) as e:
         sys.stderr.write(f"prepare: error: {' '.join(str(e).splitlines())}\n")
         return EXIT_BAD_INPUT if isinstance(e, InputError) else EXIT_WRITE_FAILED

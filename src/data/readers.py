@@ -131,22 +131,33 @@ def iter_json_objects(path: Path) -> Iterator[tuple[int, dict]]:
 
 
 def read_jsonl(path: Path, default_langs: tuple[str, str] | None) -> list[Pair]:
-    """One object per line with `src`, `tgt` and `src_lang`/`tgt_lang` or `lang_pair`."""
+    """One object per line with `src`, `tgt` and `src_lang`/`tgt_lang` or `lang_pair`, under any name a
+    TSV header may use for them (COLUMNS: `source`, `target`, `target_lang`, `lp`, any case)."""
     pairs = []
     for lineno, record in iter_json_objects(path):
         where = f"{path}:{lineno}"
-        missing = [c for c in ("src", "tgt") if c not in record]
+        named: dict = {}  # column -> (the key it was read from, value)
+        for key, value in record.items():
+            column = COLUMNS.get(str(key).strip().lower())
+            if column is None or (column in named and named[column][0] == column):
+                continue  # not a pair's column, or the column's own name was read already
+            if column in named and key != column:
+                raise InputError(f"{where}: keys {named[column][0]!r} and {key!r} both give {column}; keep one")
+            named[column] = (key, value)
+        missing = [c for c in ("src", "tgt") if c not in named]
         if missing:
             found = ", ".join(record) or "none"
-            raise InputError(f"{where}: missing column(s) {', '.join(missing)} (found: {found})")
-        src_lang, tgt_lang = _langs_of(record, default_langs, where)
-        src, tgt = _text(record["src"], where, "src"), _text(record["tgt"], where, "tgt")
+            raise InputError(f"{where}: missing column(s) {', '.join(missing)} (found: {found}; "
+                             f"src/source and tgt/target are read)")
+        values = {column: value for column, (_, value) in named.items()}
+        src_lang, tgt_lang = _langs_of(values, default_langs, where)
+        src, tgt = (_text(values["src"], where, named["src"][0]), _text(values["tgt"], where, named["tgt"][0]))
         pairs.append(Pair(src, tgt, src_lang, tgt_lang))
     return pairs
 
 
-# header names a TSV's first row may use, lower-cased -> the column they mean
-TSV_COLUMNS = {
+# names a TSV header or a JSON line's keys may use, lower-cased -> the column they mean
+COLUMNS = {
     "src": "src", "source": "src",
     "tgt": "tgt", "target": "tgt",
     "src_lang": "src_lang", "source_lang": "src_lang",
@@ -165,7 +176,7 @@ _WORD = re.compile(r"[a-z][a-z0-9_ .-]*")
 def _header_like(field: str) -> bool:
     word = field.strip().lower()
     names = {n.lower() for n in LANGUAGE_NAMES.values()}
-    return bool(_WORD.fullmatch(word)) and (word in TSV_COLUMNS or word in _HEADER_WORDS or word in LANGUAGE_NAMES
+    return bool(_WORD.fullmatch(word)) and (word in COLUMNS or word in _HEADER_WORDS or word in LANGUAGE_NAMES
                                             or word in names or word.replace(" ", "_") in _HEADER_WORDS)
 
 
@@ -173,14 +184,14 @@ def _tsv_header(path: Path, first: list[str]) -> list[str] | None:
     """The first row's column names mapped to src/tgt/src_lang/tgt_lang/lang_pair when it is a header
     (it names a source and a target column, e.g. `src<TAB>tgt` or `Source<TAB>Target`); None when it is
     data. A first row that looks like a header but is not one we can read is refused."""
-    names = [TSV_COLUMNS.get(f.strip().lower()) for f in first]
+    names = [COLUMNS.get(f.strip().lower()) for f in first]
     if "src" in names and "tgt" in names:
         unknown = [f for f, n in zip(first, names) if n is None]
         repeated = sorted({n for n in names if n is not None and names.count(n) > 1})
         if unknown or repeated:
             raise InputError(f"{path}:1: header column(s) {', '.join(map(repr, unknown or repeated))} "
                              f"{'unknown' if unknown else 'named twice'}; a header names columns from "
-                             f"{', '.join(TSV_COLUMNS)}")
+                             f"{', '.join(COLUMNS)}")
         return names
     if all(_header_like(f) for f in first):
         raise InputError(f"{path}:1: the first row {first!r} looks like a header but names no source and target "

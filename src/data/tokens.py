@@ -14,11 +14,18 @@ from .rows import Example
 from .templates import build_prompt
 
 
+# what to give --tokenizer where no model weights are (a CPU machine, a fresh clone): the tiny
+# Qwen-style tokenizer src.tiny_models builds offline, in seconds
+TINY_TOKENIZER_HINT = ("without model weights (a CPU machine), build the tiny one: python -m src.tiny_models "
+                       "tokenizer .cache/tiny-tokenizer, then --tokenizer .cache/tiny-tokenizer")
+
+
 def load_tokenizer(path: str | Path):
     """A local tokenizer directory; never a hub name (nothing is ever downloaded)."""
     path = Path(path)
     if not path.is_dir():
-        raise InputError(f"tokenizer directory not found: {path} (give the local model/tokenizer directory)")
+        raise InputError(f"tokenizer directory not found: {path} (give the local model/tokenizer directory; "
+                         f"{TINY_TOKENIZER_HINT})")
     from transformers import AutoTokenizer
 
     # local_files_only: an existing directory is read as is; nothing is looked up on a hub.

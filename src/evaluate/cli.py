@@ -26,6 +26,7 @@ from pathlib import Path
 from .options import EvalOptions, UsageError, parse_options
 
 EXIT_BAD_INPUT, EXIT_FAILED = 2, 1
+EXIT_INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT, as the shell reports it
 
 
 def _say(message: str) -> None:
@@ -163,6 +164,14 @@ def evaluate(p: Prepared) -> tuple[list[dict], list[dict], dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # one line, no traceback (issue 33); the services it started stop with their contexts
+        print("evaluate: stopped (interrupt)", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _main(argv: list[str] | None) -> int:
     from src.data.safe_write import os_reason
 
     from .outputs import print_table, write_outputs

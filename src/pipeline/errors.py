@@ -6,6 +6,8 @@ import re
 from hydra.errors import CompactHydraException
 
 USAGE_EXIT = 2
+# Ctrl-C or Slurm's SIGTERM: 128 + SIGINT, as the shell reports it
+INTERRUPTED_EXIT = 130
 
 
 # what str.splitlines() breaks a line at: a refusal that echoes the user's input (an override with a

@@ -3,16 +3,18 @@ relates to the run it came from (a reproduction in a new dir, or --resume in the
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Optional
 
 from omegaconf import DictConfig, OmegaConf
 
-from src import verl_config
-from src.plan import RunPlan, with_identity
+from src import config, verl_config
+from src.plan import RunPlan, build_plan, earlier_names, with_identity
 from src.record import identity
 
+from .errors import UsageError
 from .replay import Replay
 
 # What a replayed verl config (--from-snapshot, src/pipeline/replay.py) takes from this run: its
@@ -40,27 +42,80 @@ def verl_config_for(plan: RunPlan, composed: dict, lineage: "Lineage | None") ->
     return verl_config.build(plan, composed)
 
 
+def scorer_models(plan: RunPlan) -> dict:
+    """The QE models the reward scores with, as the identity records them (they live outside verl's config)."""
+    return {m.name: {"path": m.path, "kind": m.kind, "dtype": plan.scorer.dtype}
+            for m in (plan.scorer.models if plan.scorer else ())}
+
+
+def baseline_identity(plan: RunPlan) -> dict | None:
+    """The identity of this run's model, reward (and its mode), algo, GPU count and seed with nothing
+    else set: what the run's name is read against (src/record/identity.py readable_name). Nothing of
+    the command line but those, so the name is a function of the id: a setting that changes what is
+    trained (paths.model_root: other weights; memory.gpu_gb: vLLM's share) is named like any key, one
+    that does not (paths.results_root, logger) names nothing. None when that config does not plan
+    (e.g. its default batch does not fit): the name is then the seed alone."""
+    found = _baseline((f"model={plan.model}", f"reward={plan.reward}", f"reward.mode={plan.reward_mode}",
+                       f"algo={plan.algo}", f"gpus={plan.gpus_per_node}", f"nodes={plan.nodes}", f"seed={plan.seed}"),
+                      plan.memory.gpu_gb)
+    return None if found is None else dict(found)
+
+
+@functools.lru_cache(maxsize=64)
+def _baseline(base: tuple[str, ...], gpu_memory_gb: float) -> tuple | None:
+    # remembered per process: a sweep's jobs (and its pre-launch check) share a few baselines, each a
+    # Hydra composition and a plan (about half a second)
+    try:
+        cfg = config.compose_config_in_app(list(base))  # a run is a Hydra app's job
+        # the GPU size the launcher read (used where memory.gpu_gb is null): the baseline of this machine
+        base_plan = build_plan(cfg, run_dir="baseline", gpu_memory_gb=gpu_memory_gb)
+        verl_cfg = verl_config.unvalidated(base_plan, cfg)
+    except Exception:  # noqa: BLE001 - any config this run's own did not need: the name falls back to the seed
+        return None
+    return tuple(identity.identity(OmegaConf.to_container(verl_cfg, resolve=True), scorer_models(base_plan)).items())
+
+
 def identify(plan: RunPlan, composed: dict, overrides: list[str], verl_cfg, lineage: "Lineage | None"):
     """(plan with its run's names, verl config with those names filled in, identity dict). The id
     is computed from the verl config with the name/dir keys excluded, so filling them in after
     does not change it (src/record/identity.py)."""
-    models = {m.name: {"path": m.path, "kind": m.kind, "dtype": plan.scorer.dtype}
-              for m in (plan.scorer.models if plan.scorer else ())}
-    ident = identity.identity(OmegaConf.to_container(verl_cfg, resolve=True), models)
+    ident = identity.identity(OmegaConf.to_container(verl_cfg, resolve=True), scorer_models(plan))
     rid = identity.run_id(ident)
-    name = identity.readable_name(overrides, plan.seed)
     if lineage is None:
+        baseline = baseline_identity(plan)
+        name = identity.readable_name(ident, ident if baseline is None else baseline, plan.seed,
+                                      verl_config.derived_keys())
+        earlier_prefix, earlier_project = earlier_names(plan)
         plan = with_identity(plan, rid, name)
+        if not Path(plan.checkpoint_dir).exists() and "trainer.default_local_dir" not in plan.verl_passthrough:
+            # a run launched before its names changed (issue 33) resumes where its checkpoints are
+            found = identity.earlier_dirs([Path(plan.checkpoint_dir).parent, Path(earlier_prefix)], rid, ident)
+            if len(found) > 1:
+                raise UsageError(f"run {rid} has checkpoints in {len(found)} dirs ({', '.join(map(str, found))}); "
+                                 f"choose the one to resume with +verl.trainer.default_local_dir=<dir>")
+            if found:
+                old = found[0]
+                plan = replace(plan, checkpoint_dir=str(old), earlier_dir_of=plan.checkpoint_dir,
+                               wandb_run_name=f"{plan.model}-{plan.algo}-g{plan.world_size}-{old.name}",
+                               wandb_project=(earlier_project if str(old.parent) == earlier_prefix
+                                              else plan.wandb_project))
     elif lineage.resume:
         # continue the original in its own dir, whatever the id of today's config: the dir's
         # identity file then says whether it still is the same training config
         original = lineage.original
+        name = identity.name_of_dir(original["checkpoint_dir"], original.get("run_id") or "")
         plan = with_identity(plan, original.get("run_id") or rid, name)
         plan = replace(plan, checkpoint_dir=original["checkpoint_dir"], reproduces=original.get("reproduces"),
                        wandb_run_id=original.get("wandb_run_id") or plan.wandb_run_id,
                        wandb_run_name=original.get("wandb_run_name") or plan.wandb_run_name)
     else:
-        source = lineage.original.get("run_id") or rid
+        original = lineage.original
+        source = original.get("run_id") or rid
+        # a reproduction lies beside its original, named as it and in its wandb project, so the two are
+        # compared side by side (today's names may differ: issue 33 renamed `comet_off` to `comet`)
+        name = identity.name_of_dir(original["checkpoint_dir"], original.get("run_id") or "")
+        plan = replace(plan, checkpoint_dir=str(Path(original["checkpoint_dir"]).parent),
+                       wandb_project=original.get("wandb_project") or plan.wandb_project)
         base = with_identity(plan, rid, name).checkpoint_dir
         # the N-th reproduction gets the first free dir: a reproduction never resumes another's checkpoints
         n = next(i for i in range(1, 10_000) if not Path(f"{base}-repro{i}").exists())
@@ -113,6 +168,9 @@ def _follow(verl_cfg, moved: dict, already: set[str]) -> None:
 
 def lineage_line(plan: RunPlan, lineage: "Lineage | None") -> str | None:
     if lineage is None:
+        if plan.earlier_dir_of:
+            return (f"run {plan.run_id} continues in its dir {plan.checkpoint_dir}, named before issue 33 "
+                    f"(a new run of this config would be named {plan.earlier_dir_of})")
         return None
     # a snapshot written before run ids existed: its id is computed now, from its own verl config
     original = lineage.original.get("run_id") or plan.reproduces or plan.run_id

@@ -56,7 +56,7 @@ def precheck(overrides: list[str], multirun: bool, environ: dict | None = None) 
         # `base` already holds the job config of a combination made of the fixed overrides alone
         # (a single run): not composing it again saves a third of a cached dry run
         fixed_job = [o for o in fixed if not config.is_hydra_override(o)]
-        checked: set = set()  # data files already checked (a sweep's jobs share them)
+        checked: dict = {}  # data files already checked (a sweep's jobs share them)
         for combo in combos:
             job = [o for o in combo if not config.is_hydra_override(o)]
             composed = config.to_plain(base) if job == fixed_job else config.compose_config(job)
@@ -132,18 +132,33 @@ def not_writable(path: Path, what: str, key: str) -> str | None:
     return None
 
 
-def check_data_files(plan: RunPlan, composed: dict, checked: set | None = None) -> None:
+def check_data_files(plan: RunPlan, composed: dict, checked: dict | None = None) -> list[str]:
     """data.template is a template, and the train/val parquet files, where they exist, are what
     src.data.prepare writes (columns, at least one row, that template): otherwise the run would
     fail at the first reward call on the GPU node. A missing file is preflight's business (a dry
-    run plans data not prepared yet). DataFileError."""
-    checked = set() if checked is None else checked
+    run plans data not prepared yet). Train data with fewer prompts than one step is refused for a
+    real launch (issue 33: verl drops an incomplete batch, so it would train 0 steps). DataFileError.
+    Returns what a dry run's plan says instead: each line a real launch of it would be refused for.
+    `checked`: {(path, template): rows} of files already read (a sweep's jobs share them)."""
+    checked = {} if checked is None else checked
     template = (composed.get("data") or {}).get("template")
     data_checks.check_template(template)
     for what, path, split in (("train data", plan.train_files, "train"), ("val data", plan.val_files, "val")):
         if (path, template) not in checked and Path(path).is_file():
-            data_checks.check_prepared(path, what, template, split)
-            checked.add((path, template))
+            checked[(path, template)] = data_checks.check_prepared(path, what, template, split)
+    dry = bool(composed.get("dry_run"))
+    rows = checked.get((plan.train_files, template))
+    if rows is None:
+        return ([f"train data {plan.train_files} does not exist yet; a real launch needs it (python -m "
+                 f"src.data.prepare ... --split train --out {plan.train_files})"] if dry else [])
+    if rows < plan.batch.P:
+        short = (f"train data {plan.train_files} has {rows} prompts, fewer than one step's {plan.batch.P} "
+                 f"(data.train_batch_size for G={plan.world_size}): verl drops an incomplete batch, so the run "
+                 f"would train 0 steps; prepare more rows, or set batch.prompts_per_step={rows} or lower")
+        if not dry:
+            raise data_checks.DataFileError(short)
+        return [f"{short} (a real launch is refused)"]
+    return []
 
 
 def detected_gpu_memory(composed: dict, environ: dict) -> float | None:

@@ -25,8 +25,9 @@ from src.slurm.task import slurm_task
 from src.verl_config import checks as verl_checks
 
 from . import smoke
-from .errors import USAGE_EXIT, RunError, UsageError, verl_reason
+from .errors import INTERRUPTED_EXIT, USAGE_EXIT, RunError, UsageError, verl_reason
 from .lineage import Lineage, identify, lineage_line, verl_config_for
+from .preset import moved_geometry_note
 from .precheck import check_data_files, debug, detected_gpu_memory, not_writable, outside_multi_node_job
 
 
@@ -99,7 +100,7 @@ def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dic
             smoke.prepare(plan, composed, environ)
         # dry runs too: the val/train rows' split tags decide which reward they get (the splits
         # as the reward function receives them; absent only in snapshots older than the key)
-        check_data_files(plan, composed)
+        data_notes = check_data_files(plan, composed)
         splits = OmegaConf.select(verl_cfg, "reward.custom_reward_function.reward_kwargs.validation_splits")
         if splits is not None:
             preflight.check_data_splits(plan, splits)
@@ -129,6 +130,11 @@ def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dic
         _remove_if_empty(run_dir)
         raise RunError(str(exc), USAGE_EXIT) from None
     render_plan(plan, command, str(snap / "verl_config.yaml"), lineage=lineage_line(plan, lineage))
+    moved = moved_geometry_note(plan, overrides) if lineage is None else None
+    if moved:
+        print(f"note: {moved}")
+    for note in data_notes:
+        print(f"note: {note}")
     if dry:
         print(f"dry run: nothing started; snapshot in {snap}; nothing written to {plan.checkpoint_dir}")
         return
@@ -261,4 +267,4 @@ def hydra_task(cfg) -> None:
         # services are stopped. No result is written, so a requeued job simply runs again.
         print(f"stopped ({exc or 'interrupt'}): a requeued or resumed run continues from the last checkpoint "
               f"in the checkpoint dir", file=sys.stderr)
-        sys.exit(130)
+        sys.exit(INTERRUPTED_EXIT)

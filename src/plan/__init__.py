@@ -3,10 +3,10 @@ May import: src.config (dotted flatten), src.rewards (the token-credit plan), sr
 """
 from .batch import PIN_KEYS, BatchPlan, plan_batch
 from .resources import ray_cpus_for
-from .run_plan import RunPlan, build_plan, checkpoint_prefix, with_identity
+from .run_plan import RunPlan, build_plan, checkpoint_prefix, earlier_names, with_identity
 from .scorer import ScorerModelSpec, ScorerPlan, scorer_plan
 from .values import Adjustment, PlanError, flatten
 
 __all__ = ["PIN_KEYS", "Adjustment", "BatchPlan", "PlanError", "RunPlan", "ScorerModelSpec", "ScorerPlan",
-           "build_plan", "checkpoint_prefix", "flatten", "plan_batch", "ray_cpus_for", "scorer_plan",
+           "build_plan", "checkpoint_prefix", "earlier_names", "flatten", "plan_batch", "ray_cpus_for", "scorer_plan",
            "with_identity"]

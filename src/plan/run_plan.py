@@ -10,6 +10,7 @@ time_limit.py, attention.py, and the reward's kwargs and token-credit plan of sr
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Optional
 
 from src.rewards.credit.launch import TokenCreditPlan
@@ -83,6 +84,9 @@ class RunPlan:
     # run reproduces it from its snapshot
     run_id: str = ""
     reproduces: Optional[str] = None
+    # the dir today's names give this run when it continues in a dir named as before issue 33
+    # (src/pipeline/lineage.py: an in-flight run resumes where its checkpoints are)
+    earlier_dir_of: Optional[str] = None
     # what stops training instead of letting it shrink or spin (src/plan/stop_rules.py)
     stop_rules: Optional[StopRules] = None
     # Slurm's time limit and when the step in progress is saved before it (src/plan/time_limit.py)
@@ -101,10 +105,30 @@ class RunPlan:
         return d
 
 
-def checkpoint_prefix(results_root: str, model: str, reward: str, mode: str, algo: str, world_size: int) -> str:
+def reward_names(reward: str, mode: str, span_model: Optional[str]) -> tuple[str, ...]:
+    """How dirs and wandb name the reward: with its mode only where a span model runs (mode train|eval);
+    with mode=off no span model is loaded, and `metricx_off` read as "MetricX off"."""
+    return (reward, mode) if span_model else (reward,)
+
+
+def checkpoint_prefix(results_root: str, model: str, reward: tuple[str, ...], algo: str, world_size: int) -> str:
     # One subtree per world size because FSDP shards are per rank. The run's own dir below it
     # (with_identity) ends in the run id. No timestamps: requeue/resume find it.
-    return f"{results_root}/{model}/{reward}_{mode}/{algo}/gpus{world_size}"
+    return f"{results_root}/{model}/{'_'.join(reward)}/{algo}/gpus{world_size}"
+
+
+def wandb_project(reward: tuple[str, ...], samples_per_step: int) -> str:
+    return f"qe-rl-{'-'.join(reward)}-s{samples_per_step}"
+
+
+def earlier_names(plan: "RunPlan") -> tuple[str, str]:
+    """(checkpoint prefix, wandb project) of this run (its plan before with_identity) as runs launched
+    before issue 33 were named: the reward always with its mode (`comet_off`). A run launched then
+    keeps its checkpoints and wandb run there (src/pipeline/lineage.py finds them)."""
+    prefix = Path(plan.checkpoint_dir)
+    earlier = (plan.reward, plan.reward_mode)
+    return (checkpoint_prefix(str(prefix.parents[3]), plan.model, earlier, plan.algo, plan.world_size),
+            wandb_project(earlier, plan.samples_per_step))
 
 
 def with_identity(plan: "RunPlan", run_id: str, name: str, reproduces: Optional[str] = None,
@@ -192,8 +216,8 @@ def build_plan(cfg: dict, run_dir: str, gpu_memory_gb: Optional[float] = None, f
     sampler = plan_sampler(cfg["accelerator"]["device"], accelerator_env,
                            installed_flashinfer() if flashinfer is _PROBE else flashinfer, bool(cfg.get("dry_run")))
     limit = plan_time_limit(cfg.get("slurm") or {})
-    ckpt_dir = checkpoint_prefix(cfg["paths"]["results_root"], model["name"], reward["name"], mode,
-                                 algo["name"], world_size)
+    named = reward_names(reward["name"], mode, reward_side.kwargs["models"]["span"])
+    ckpt_dir = checkpoint_prefix(cfg["paths"]["results_root"], model["name"], named, algo["name"], world_size)
     backends = tuple(cfg["logger"]["backends"])
     return RunPlan(
         model=model["name"], model_path=model["path"], reward=reward["name"], reward_mode=mode,
@@ -202,7 +226,7 @@ def build_plan(cfg: dict, run_dir: str, gpu_memory_gb: Optional[float] = None, f
         adjustments=tuple(adjustments),
         checkpoint_dir=ckpt_dir,
         run_dir=run_dir,
-        wandb_project=f"qe-rl-{reward['name']}-{mode}-s{batch.samples_per_step}",
+        wandb_project=wandb_project(named, batch.samples_per_step),
         wandb_run_name=f"{model['name']}-{algo['name']}-g{world_size}",
         ray_cpus_needed=ray_needed, ray_num_cpus=ray_num_cpus,
         scorer_models=tuple(scorer_models),

@@ -6,7 +6,7 @@ import shlex
 from rich.console import Console
 from rich.table import Table
 
-from .run_plan import RunPlan
+from .run_plan import RunPlan, reward_names
 
 
 def stop_rule_rows(plan: RunPlan) -> list[tuple]:
@@ -124,7 +124,10 @@ def render(plan: RunPlan, command: list[str], verl_config_path: str, console: Co
         console.print(lineage, soft_wrap=True)
     why = {a.key: f"{a.intent} -> {a.value}: {a.reason}" for a in plan.adjustments}
     b = plan.batch
-    table = Table(title=f"Run plan: {plan.model} / {plan.reward} ({plan.reward_mode}) / {plan.algo}",
+    # the span model's mode only where a span model runs, as the dir and wandb names (issue 33)
+    reward, *mode = reward_names(plan.reward, plan.reward_mode, (plan.reward_kwargs.get("models") or {}).get("span"))
+    reward_title = f"{reward} ({mode[0]})" if mode else reward
+    table = Table(title=f"Run plan: {plan.model} / {reward_title} / {plan.algo}",
                   show_lines=False)
     table.add_column("value")
     table.add_column("", justify="right")

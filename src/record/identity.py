@@ -134,38 +134,73 @@ def run_id(ident: dict) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
-# Our config's keys that never name a run in its dir: group choices already in the path prefix
-# (model, reward, algo, gpus, nodes; the seed is always named), and whole subtrees that are not
-# about training (where/how to log or run). `reward.weights.bleu=0.5` is named; `reward=comet` not.
-IN_PREFIX = ("model", "reward", "algo", "gpus", "nodes", "seed")
-NOT_IN_NAME = ("dry_run", "hydra", "paths", "logger", "debug", "slurm", "profile", "accelerator", "memory",
-               "ray_num_cpus", "sweep", "local", "experiment", "scorer")
 NAME_CHARS = 100
+# verl's data file keys: a path names the run by its data set's tag (the file's dir, or its stem when the
+# file is not named for its split), never by the path itself; the path is in the snapshot (issue 33)
+DATA_FILES = {"data.train_files": "data", "data.val_files": "valdata"}
+SPLIT_STEMS = ("train", "val", "valid", "validation", "dev", "test")
 
 
-def _value_text(value: str) -> str:
-    # floats as Python prints them (3e-6 -> 3e-06), as the example dirs in docs/outputs.md show
-    if re.fullmatch(r"[-+]?(\d+\.\d*|\.\d+|\d+(\.\d*)?e[-+]?\d+)", value, re.I):
-        return repr(float(value))
-    return value
+def data_tag(value) -> str:
+    """`/data/mypairs/train.parquet` -> `mypairs`; `/data/flores_dev.parquet` -> `flores_dev`."""
+    paths = value if isinstance(value, (list, tuple)) else [value]
+    tags = []
+    for path in paths:
+        p = Path(str(path))
+        tag = p.parent.name if p.stem.lower() in SPLIT_STEMS and p.parent.name else p.stem
+        if tag not in tags:
+            tags.append(tag)
+    return "+".join(tags) or "none"
 
 
-def readable_name(overrides: list[str], seed: int) -> str:
-    """`seed1_bleu0.5_lr3e-06`: the seed and the overridden values (Hydra's override_dirname idea,
-    one `<last key part><value>` per override, sorted by key), for a human; the id disambiguates."""
-    parts = {}
-    for line in overrides:
-        if "=" not in line:
+def _value_text(value) -> str:
+    if isinstance(value, bool) or value is None:
+        return str(value).lower()
+    if isinstance(value, float):
+        return repr(value)  # 3e-06, as the example dirs in docs/outputs.md show
+    if isinstance(value, (list, tuple)):
+        return ",".join(_value_text(v) for v in value)
+    # a file path names itself by its file (/models/Qwen2.5-3B -> Qwen2.5-3B), a class or module path by
+    # its last part (pkg://src.trainer.guard.X -> X)
+    text = str(value).rstrip("/").rsplit("/", 1)[-1]
+    return re.split(r"[.:]", text)[-1] if text.count(".") > 1 or ":" in text else text
+
+
+def readable_name(ident: dict, baseline: dict, seed: int, derived: frozenset = frozenset()) -> str:
+    """`seed1_bleu0.5_lr3e-06`: the seed, then one `<last key part><value>` per key of the identity whose
+    value differs from `baseline`'s (the identity of the same model, reward, algo, GPU count and seed with
+    nothing else set), sorted by key; a data file as `data-<tag>`. A function of the identity alone, so two
+    runs with one id have one name, and an override that changes nothing trained (a default spelled
+    out, data.template) names nothing. `derived`: keys verl's yaml derives from another key (the actor's
+    copy of rollout.n): that key names the change once."""
+    keys = [k for k in differences(baseline, ident) if k not in derived]
+    last = {}
+    for k in keys:
+        last.setdefault(k.split(".")[-1], []).append(k)
+    parts = []
+    for k in keys:
+        value = ident.get(k)
+        if k in DATA_FILES:
+            tag = data_tag(value)
+            if k == "data.val_files" and tag == data_tag(ident.get("data.train_files")):
+                continue  # val files of the same data set as the train files: one tag says both
+            parts.append(f"{DATA_FILES[k]}-{tag}")
             continue
-        key, value = line.lstrip("+~").split("=", 1)
-        root = key.split(".")[0].split("/")[0]
-        # our trainer.* keys carry verl's names (trainer.save_freq, ...): one rule for both
-        if key in IN_PREFIX or root in NOT_IN_NAME or is_excluded(key[len("verl."):] if key.startswith("verl.") else key):
-            continue
-        parts[key] = key.split(".")[-1] + _value_text(value.strip("'\""))
-    text = "_".join([f"seed{seed}"] + [parts[k] for k in sorted(parts)])
+        segments = k.split(".")
+        # a switch is named by what it switches (guards.repetition.enable -> repetition); two keys with one
+        # last part (rollout.temperature, val_kwargs.temperature): the parent says which
+        label = (segments[-2] if segments[-1] == "enable" and len(segments) > 1
+                 else segments[-1] if len(last[segments[-1]]) == 1 else ".".join(segments[-2:]))
+        parts.append(label + _value_text(value))
+    text = "_".join([f"seed{seed}"] + parts)
     text = re.sub(r"[^A-Za-z0-9._+-]+", "-", text)
     return text[:NAME_CHARS]
+
+
+def name_of_dir(checkpoint_dir: str, rid: str) -> str:
+    """The name part of a checkpoint dir `<name>-<id>[-repro<N>]`: a reproduction keeps its original's."""
+    leaf = Path(checkpoint_dir).name
+    return re.sub(rf"-{re.escape(rid)}(-repro\d+)?$", "", leaf) if rid else leaf
 
 
 def differences(recorded: dict, current: dict) -> list[str]:
@@ -196,6 +231,18 @@ def check_dir(checkpoint_dir: Path, ident: dict, rid: str) -> Optional[str]:
     more = f" and {len(diff) - SHOWN_KEYS} more" if len(diff) > SHOWN_KEYS else ""
     return (f"{checkpoint_dir} holds run {recorded.get('run_id')} trained with another config; this run "
             f"({rid}) differs in {shown}{more}: resuming would mix two runs; use another checkpoint dir")
+
+
+def earlier_dirs(prefixes: list[Path], rid: str, ident: dict) -> list[Path]:
+    """This run's checkpoint dir under a naming it had before (the names changed in issue 33: the
+    reward's `_off`, overrides that trained nothing, data paths): each dir `<name>-<id>` under one of
+    `prefixes` whose identity file records this very training config. Only a real launch
+    writes that file, so a dir found here holds this run's checkpoints and a relaunch resumes there."""
+    found = []
+    for prefix in prefixes:
+        found += [d for d in sorted(Path(prefix).glob(f"*-{rid}"))
+                  if (d / IDENTITY_FILE).is_file() and check_dir(d, ident, rid) is None]
+    return found
 
 
 def record(checkpoint_dir: Path, ident: dict, rid: str, reproduces: Optional[str]) -> None:

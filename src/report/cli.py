@@ -29,12 +29,13 @@ from pathlib import Path
 from src.data.safe_write import dir_mode, file_mode, new_dir_beside, os_reason, writable_dir_problem
 
 from . import plots
-from .run_files import RunDirError, load_run
+from .run_files import RunDirError, load_run, no_val_samples_reason
 from .samples_page import render_samples_page
 from .series import gpu_wait_share, held_out_panels, reward_panels, step_time_breakdown, throughput
 from .summary import render_summary
 
 EXIT_BAD_INPUT, EXIT_WRITE_FAILED = 2, 1
+EXIT_INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT, as the shell reports it
 # what a report writes; an existing --out holding anything else is not ours to write into
 REPORT_FILES = ("rewards.png", "step_time.png", "throughput.png", "gpu_wait.png", "held_out.png", "val_samples.html",
                 "summary.md")
@@ -113,7 +114,8 @@ def build_report(
             }
             page = tmp / "val_samples.html"
             page.write_text(
-                render_samples_page(run.val_samples, f"Validation samples: {run_dir.name}", max_samples_per_step),
+                render_samples_page(run.val_samples, f"Validation samples: {run_dir.name}", max_samples_per_step,
+                                    empty_reason=no_val_samples_reason(run)),
                 encoding="utf-8",
             )
             files["val_samples"] = page
@@ -154,6 +156,14 @@ def _positive(value: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # one line, no traceback (issue 33)
+        print("report: stopped (interrupt): the report dir is written whole or not at all", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _main(argv: list[str] | None) -> int:
     p = _OneLineParser(prog="python -m src.report", description="Plots and pages from a verl run directory.")
     p.add_argument("run_dir", type=Path)
     p.add_argument("--out", type=Path, help="output directory (default: RUN_DIR/report); new, empty, or a "

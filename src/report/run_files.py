@@ -63,6 +63,8 @@ class RunData:
     shape: RunShape = field(default_factory=RunShape)
     metric_files: list[Path] = field(default_factory=list)
     val_dir: Path | None = None  # where validation generations were looked for
+    # whether the verl config names trainer.validation_data_dir (else only <run>/val_generations was looked in)
+    val_dir_configured: bool = False
     # the training reward's weight per component (reward kwargs `train_weights` in the verl config);
     # None when the run's verl config is not found or names none
     train_weights: dict[str, float] | None = None
@@ -221,6 +223,16 @@ def dump_dir(run_dir: Path, default_name: str, configured) -> Path:
     return path if path.is_absolute() else run_dir / path
 
 
+def no_val_samples_reason(run: RunData) -> str:
+    """Why a run has no validation samples to show: the dir was not configured, is missing, or is empty."""
+    if not run.val_dir_configured and (run.val_dir is None or not run.val_dir.is_dir()):
+        return "trainer.validation_data_dir was not set"
+    if run.val_dir is None or not run.val_dir.is_dir():
+        return (f"trainer.validation_data_dir is {run.val_dir}, which does not exist: no validation has run yet "
+                f"(trainer.test_freq, trainer.val_before_train), or the dir was moved or deleted")
+    return f"{run.val_dir} holds no <step>.jsonl: no validation has finished yet"
+
+
 def _last_line(log: Path, limit: int = 160) -> str:
     try:
         lines = [line.strip() for line in log.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
@@ -270,5 +282,6 @@ def load_run(run_dir: Path, verl_config: Path | None = None) -> RunData:
         shape=shape_of(cfg),
         metric_files=files,
         val_dir=val_dir,
+        val_dir_configured=bool(_nested(cfg, "trainer.validation_data_dir")),
         train_weights=train_weights_of(cfg),
     )

@@ -237,8 +237,10 @@ document.querySelectorAll("table.samples th").forEach(function (th) {
 _HEADERS = ["#", "direction", "score", "source", "reference", "translation (error spans)", "components"]
 
 
-def render_samples_page(val_samples: dict[int, list[dict]], title: str, max_per_step: int | None = None) -> str:
-    """The whole page; the latest step first and open, earlier steps collapsed."""
+def render_samples_page(val_samples: dict[int, list[dict]], title: str, max_per_step: int | None = None,
+                        empty_reason: str = "trainer.validation_data_dir was not set") -> str:
+    """The whole page; the latest step first and open, earlier steps collapsed. `empty_reason`: why
+    there are no samples, when there are none (src/report/run_files.py no_val_samples_reason)."""
     parts = [
         "<!doctype html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -249,7 +251,7 @@ def render_samples_page(val_samples: dict[int, list[dict]], title: str, max_per_
         + " (hover a span for its confidence). Click a column header to sort.</p>",
     ]
     if not val_samples:
-        parts.append("<p>No validation generations in this run (trainer.validation_data_dir was not set).</p>")
+        parts.append(f"<p>No validation generations in this run ({escape(empty_reason)}).</p>")
     steps = sorted(val_samples, reverse=True)
     if steps:
         links = " ".join(f'<a href="#step-{s}">{s}</a>' for s in steps)

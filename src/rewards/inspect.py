@@ -44,6 +44,7 @@ from typing import Any
 
 EXIT_BAD_INPUT = 2
 EXIT_FAILED = 1
+EXIT_INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT, as the shell reports it
 # the split compute_score treats as training (not in reward.validation.splits)
 TRAIN_SPLIT = "train"
 LANG = re.compile(r"^[a-z]{2,3}$")
@@ -330,6 +331,15 @@ def table(records: list[dict], kw: dict, width: int | None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # one line, no traceback (issue 33); a scorer it started is stopped by its context
+        print("stopped (interrupt): nothing was scored to the end; --out is written only when every row is",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _main(argv: list[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     try:
         args = _parser().parse_args(argv)

@@ -36,6 +36,8 @@ class SweepJob:
     overrides: list[str]
     run_dir: Optional[str]
     params: dict
+    # dry_run=true: planned and snapshotted here, in the submitting process; nothing is submitted
+    dry: bool = False
     job_id: Optional[str] = None
     log: Optional[str] = None
     state: str = "pending"   # pending | succeeded | failed
@@ -75,8 +77,97 @@ def _plan_jobs(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx
         params = request.executor_params(
             launcher_cfg, plan, bool((composed.get("debug") or {}).get("nodes_as_tasks")),
             list((composed.get("slurm") or {}).get("setup") or []), code_dir=str(code_dir))
-        jobs.append(SweepJob(idx=idx, overrides=list(overrides), run_dir=run_dir, params=params))
+        jobs.append(SweepJob(idx=idx, overrides=list(overrides), run_dir=run_dir, params=params,
+                             dry=bool(composed.get("dry_run"))))
     return jobs
+
+
+def request_text(params: dict) -> str:
+    """What a job asks Slurm for, in words (as the sweep's `submitted` lines say it)."""
+    extra = params.get("slurm_additional_parameters") or params.get("additional_parameters") or {}
+    partition = params.get("slurm_partition") or params.get("partition") or extra.get("partition") or "the default"
+    return (f"{params.get('nodes', 1)} node(s) x {params.get('gpus_per_node')} GPUs, {params.get('cpus_per_task')} "
+            f"CPUs/task, partition {partition}")
+
+
+def partition_limits(params: dict) -> str:
+    """What the partition offers (sinfo), for a refusal to name the limit the request passed."""
+    import subprocess
+
+    extra = params.get("slurm_additional_parameters") or params.get("additional_parameters") or {}
+    partition = params.get("slurm_partition") or params.get("partition") or extra.get("partition")
+    cmd = ["sinfo", "-h", "-o", "%P %D %c %G"] + (["-p", str(partition)] if partition else [])
+    try:
+        rows = subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout.split("\n")
+    except (OSError, subprocess.SubprocessError):
+        return "sinfo did not answer"
+    offers = []
+    for row in (r.split() for r in rows if r.strip()):
+        if len(row) == 4 and (partition or row[0].endswith("*")):
+            offers.append(f"partition {row[0].rstrip('*')}: {row[1]} node(s) with {row[2]} CPUs and {row[3]} each")
+    return "; ".join(offers) or "sinfo lists no such partition"
+
+
+def test_only(params: dict, folder: Path) -> Optional[str]:
+    """Slurm's refusal of this request, or None: `sbatch --test-only` checks the script submitit would
+    write against the partition's limits, and submits nothing (a dry run's request is checked so)."""
+    import subprocess
+    import tempfile
+
+    import submitit
+    from submitit.slurm.slurm import _make_sbatch_string  # the script submitit submits; no public builder
+
+    executor = submitit.AutoExecutor(folder=str(folder), cluster="slurm")
+    executor.update_parameters(**params)
+    script = _make_sbatch_string(command="true", folder=str(folder), **executor._executor.parameters)
+    with tempfile.NamedTemporaryFile("w", suffix=".sh", prefix="qe-rl-test-only-") as f:
+        f.write(script)
+        f.flush()
+        done = subprocess.run(["sbatch", "--test-only", f.name], capture_output=True, text=True, timeout=60)
+    if done.returncode == 0:
+        return None
+    lines = [l.strip() for l in (done.stderr + done.stdout).splitlines() if l.strip()]
+    return next((l for l in lines if "error" in l.lower() or "failure" in l.lower()), lines[-1] if lines else "?")
+
+
+def _refusal(reason: str, params: dict) -> str:
+    return (f"sbatch refused the request ({request_text(params)}): {reason}; {partition_limits(params)}; "
+            f"fewer GPUs per node (gpus=) or CPUs (slurm.cpus_per_task), or another partition (slurm.partition)")
+
+
+def _dry_run_here(launcher, jobs: list[SweepJob], sweep_dir: Path) -> None:
+    """dry_run=true: each request checked by Slurm without a submission, each job planned, validated and
+    snapshotted here, as a dry run on the node would (issue 33: a dry run called sbatch)."""
+    from hydra.core.utils import JobStatus, run_job, setup_globals
+    from omegaconf import open_dict
+
+    from . import request
+
+    groups: dict[str, list[SweepJob]] = {}
+    for job in jobs:
+        groups.setdefault(request.request_key(job.params), []).append(job)
+    for group in groups.values():
+        reason = test_only(group[0].params, sweep_dir / ".submitit-test-only")
+        if reason is not None:
+            for job in group:
+                job.job_id, job.state, job.error = "(dry run)", "failed", _refusal(reason, job.params)
+                print(f"[sweep] FAILED {job.label()}: {job.error}", file=sys.stderr, flush=True)
+            continue
+        print(f"[sweep] dry run: Slurm would accept {request_text(group[0].params)} for "
+              f"{len(group)} job(s); nothing submitted", flush=True)
+        setup_globals()
+        for job in group:
+            cfg = launcher.hydra_context.config_loader.load_sweep_config(launcher.config, list(job.overrides))
+            with open_dict(cfg.hydra.job):
+                cfg.hydra.job.id, cfg.hydra.job.num = f"dry_run_{job.idx}", job.idx
+            ret = run_job(hydra_context=launcher.hydra_context, task_function=launcher.task_function, config=cfg,
+                          job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
+            job.job_id, job.result = "(dry run)", ret
+            if ret.status == JobStatus.COMPLETED:
+                job.state = "succeeded"
+            else:
+                err = ret._return_value
+                job.state, job.error = "failed", f"{type(err).__name__}: {err}"
 
 
 def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list:
@@ -90,7 +181,13 @@ def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: in
     config = launcher.config
     sweep_dir = Path(str(config.hydra.sweep.dir))
     code_dir = code_snapshot.unique_dir(sweep_dir)
-    jobs = _plan_jobs(launcher, job_overrides, initial_job_idx, code_dir)
+    everything = _plan_jobs(launcher, job_overrides, initial_job_idx, code_dir)
+    jobs = [job for job in everything if not job.dry]
+    if len(jobs) < len(everything):
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        _dry_run_here(launcher, [job for job in everything if job.dry], sweep_dir)
+    if not jobs:
+        return _report(everything, sweep_dir)
 
     sweep_dir.mkdir(parents=True, exist_ok=True)
     code_snapshot.write(code_dir)
@@ -113,7 +210,7 @@ def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: in
             lines = [l.strip() for l in str(exc).splitlines() if l.strip()]
             reason = next((l for l in lines if "error" in l.lower()), lines[-1] if lines else type(exc).__name__)
             for job in group:
-                job.job_id, job.state, job.error = "(not submitted)", "failed", f"sbatch refused the job: {reason}"
+                job.job_id, job.state, job.error = "(not submitted)", "failed", _refusal(reason, job.params)
                 print(f"[sweep] FAILED {job.label()}: {job.error}", file=sys.stderr, flush=True)
             continue
         p = group[0].params
@@ -128,7 +225,7 @@ def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: in
         ids = " ".join(j.job_id for j, _ in submitted if j.state == "pending")
         print(f"\n[sweep] interrupted: the jobs keep running on Slurm; to stop them: scancel {ids}", file=sys.stderr)
         raise
-    return _report(jobs, sweep_dir)
+    return _report(everything, sweep_dir)
 
 
 def _wait(submitted: list) -> None:

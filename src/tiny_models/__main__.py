@@ -68,4 +68,8 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except KeyboardInterrupt:  # one line, no traceback (issue 33); builds are moved into place whole (atomic.py)
+        print("stopped (interrupt): nothing half-built was left", file=sys.stderr)
+        sys.exit(130)

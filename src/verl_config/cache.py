@@ -7,9 +7,9 @@ reused:
 - composition: the override list + the installed verl (version and install path; its config
   files ship with it);
 - verdict: the resolved verl config + the installed verl + our own check code (CHECK_CODE).
-Only passes are stored: a refusal re-runs verl and prints verl's own reason every time. The
-warnings verl gave on the pass (need_critic's "Disabled critic", ...) are stored and shown again,
-so a cached run prints the same warnings as an uncached one.
+Only passes are stored: a refusal re-runs verl and prints verl's own reason every time. verl's
+warnings on a pass (need_critic's "Disabled critic", its platform probe) are not shown by the
+launcher, cached or not (src/verl_config/ppo_trainer.py validate says why).
 
     QE_RL_CACHE_DIR      where entries live (default: $XDG_CACHE_HOME/qe_rl or ~/.cache/qe_rl)
     QE_RL_VERL_CACHE=0   compose and validate with verl every time (e.g. while editing verl in
@@ -17,14 +17,12 @@ so a cached run prints the same warnings as an uncached one.
 """
 from __future__ import annotations
 
-import builtins
 import hashlib
 import importlib.metadata
 import importlib.util
 import json
 import os
 import tempfile
-import warnings
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -32,8 +30,8 @@ from omegaconf import DictConfig, OmegaConf
 
 ENV_DIR = "QE_RL_CACHE_DIR"
 ENV_SWITCH = "QE_RL_VERL_CACHE"
-# bump when the stored format changes
-FORMAT = 1
+# bump when the stored format changes (2: no warnings stored)
+FORMAT = 2
 # our code that takes part in the verdict (src/verl_config/ppo_trainer.py validate): an edit to any of them
 # must re-run verl. Paths relative to the code root.
 CHECK_CODE = ("src/verl_config/ppo_trainer.py", "src/verl_config/checks.py", "src/verl_config/cache.py",
@@ -91,25 +89,15 @@ def composed(override_list: list[str], compose: Callable[[list[str]], DictConfig
     return cfg
 
 
-def validated(cfg: DictConfig, run_verl: Callable[[DictConfig], list[warnings.WarningMessage]]) -> bool:
-    """Run `run_verl` (which raises on a refusal and returns verl's warnings) unless a pass with the
-    same key is stored; show the warnings either way. Returns True when the verdict was stored."""
+def validated(cfg: DictConfig, run_verl: Callable[[DictConfig], None]) -> bool:
+    """Run `run_verl` (which raises on a refusal) unless a pass with the same key is stored.
+    Returns True when the verdict was stored."""
     path = _entry(verdict_key(cfg))
     body = _read(path)
     if body is not None and body.get("verdict") == "pass":
-        for w in body["warnings"]:
-            # a library's own Warning subclass is shown as a UserWarning (same text, file and line)
-            category = getattr(builtins, w["category"], UserWarning)
-            if not (isinstance(category, type) and issubclass(category, Warning)):
-                category = UserWarning
-            warnings.warn_explicit(w["message"], category, w["filename"], w["lineno"])
         return True
-    caught = run_verl(cfg)
-    for w in caught:
-        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    _store(path, {"format": FORMAT, "verl": _verl_identity(), "verdict": "pass",
-                  "warnings": [{"category": w.category.__name__, "message": str(w.message),
-                                "filename": w.filename, "lineno": w.lineno} for w in caught]})
+    run_verl(cfg)
+    _store(path, {"format": FORMAT, "verl": _verl_identity(), "verdict": "pass"})
     return False
 
 

@@ -153,9 +153,9 @@ def run(cfg: DictConfig) -> None:
 
 # verl nodes whose keys are free, beyond the empty mappings of verl's yaml (`override_config: {}`,
 # `engine_kwargs.vllm: {}`, ...) and the kwargs dicts our own table adds with `+`
-# (reward.custom_reward_function.reward_kwargs, reward.reward_kwargs): any key under them is passed
-# on as a keyword argument, so whether it means something is the receiver's business, not a typo
-# we can detect.
+# (reward.reward_kwargs; reward.custom_reward_function's are the reward group's: _reward_function_refusal):
+# any key under them is passed on as a keyword argument, so whether it means something is the
+# receiver's business, not a typo we can detect.
 OPEN_DICTS = {
     # verl/trainer/main_ppo.py run_ppo: ray.init(**ray_kwargs.ray_init)
     "ray_kwargs.ray_init": "ray.init's keyword arguments",
@@ -170,8 +170,34 @@ def check_user_keys(plan) -> None:
 
     from .ppo_trainer import VERL_KEYS
 
+    for key in plan.verl_passthrough:
+        refusal = _reward_function_refusal(key)
+        if refusal:
+            raise VerlValueError(refusal)
     added = [k for k, _ in VERL_KEYS] + [k for k, _ in credit_launch.verl_overrides(plan.token_credit)]
     check_passthrough_keys(plan.verl_passthrough, added)
+
+
+# verl's reward function and its kwargs are the reward group's (reward.*): set through `+verl.`, a
+# weight would train one thing while `python -m src.rewards.inspect`, the plan and the guards' checks
+# read another (issue 33: inspect scores with exactly the weights verl's config holds)
+REWARD_FUNCTION = "reward.custom_reward_function."
+REWARD_KEYS = {"train_weights": "weights", "validation_weights": "validation.weights"}
+
+
+def _reward_function_refusal(key: str) -> str | None:
+    if not key.startswith(REWARD_FUNCTION):
+        return None
+    rest = key[len(REWARD_FUNCTION):]
+    head, _, tail = rest.partition(".")
+    if head == "reward_kwargs" and tail:
+        first, _, leaf = tail.partition(".")
+        ours = f"reward.{REWARD_KEYS.get(first, first)}" + (f".{leaf}" if leaf else "")
+        hint = f"set {ours}=... instead"
+    else:
+        hint = "choose the reward with reward=<group> (conf/reward/) or add a component (docs/rewards.md)"
+    return (f"+verl.{key} is set by the reward group (reward.*), which the run's reward, its id and "
+            f"`python -m src.rewards.inspect` all read; {hint}")
 
 
 def check_passthrough_keys(keys, added: list[str]) -> None:

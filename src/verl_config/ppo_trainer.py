@@ -14,6 +14,7 @@ from typing import Any, Callable
 from omegaconf import DictConfig, OmegaConf
 
 from src.config import hydra_internal
+from src.config.dotted import flatten
 from src.plan import RunPlan
 from src.rewards import normalise
 from src.rewards.credit import launch as credit_launch
@@ -209,28 +210,53 @@ def _compose_with_hydra(override_list: list[str]) -> DictConfig:
 
 def validate(cfg: DictConfig) -> None:
     """verl's own start-up validation (the same call main_ppo makes), then src/verl_config/checks.py: what
-    validate_config lets through and verl's workers refuse only on the GPU node. verl's warnings
-    (e.g. need_critic's "Disabled critic") are shown only when the config passes, so a refusal is
-    the one line of the refusal. A pass is remembered for the same config, verl and check code
-    (src/verl_config/cache.py: importing verl is most of a dry run's time)."""
+    validate_config lets through and verl's workers refuse only on the GPU node. A pass is remembered
+    for the same config, verl and check code (src/verl_config/cache.py: importing verl is most of a
+    dry run's time)."""
     cache.validated(cfg, _run_verl_validation)
 
 
-def _run_verl_validation(cfg: DictConfig) -> list:
-    """Raises on a refusal; returns the warnings verl gave on a pass."""
+def _run_verl_validation(cfg: DictConfig) -> None:
+    """Raises on a refusal. verl's own output here is silenced: its platform probe ("No supported
+    accelerator detected", "Platform 'nvidia' ... not available": the launcher's node is not the
+    workers'), need_critic's "Disabled critic" and validate_config's pass line would precede the
+    one-line refusal of a later check (issue 33). The trainer process runs the same validation, so on a
+    real run they are in train.log."""
+    import contextlib
+    import io
+    import logging
     import warnings
 
-    from verl.trainer.ppo.utils import need_critic, need_reference_policy
-    from verl.utils.config import validate_config
+    logging.disable(logging.WARNING)  # verl logs its probe at WARNING, on its own loggers
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            from verl.trainer.ppo.utils import need_critic, need_reference_policy
+            from verl.utils.config import validate_config
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("default")
-        validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
-        # registers grpo_token here as the trainer process will, so verl_checks finds it in verl's registry
-        credit_launch.check(cfg)
-        normalise.check_verl(cfg)  # registers grpo_per_component here too, for the same reason
-        checks.run(cfg)
-    return list(caught)
+            validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg),
+                            use_critic=need_critic(cfg))
+            # registers grpo_token here as the trainer process will, so verl_checks finds it in verl's registry
+            credit_launch.check(cfg)
+            normalise.check_verl(cfg)  # registers grpo_per_component here too, for the same reason
+            checks.run(cfg)
+    finally:
+        logging.disable(logging.NOTSET)
+
+
+def unvalidated(plan: RunPlan, cfg: dict) -> DictConfig:
+    """The verl config `build` gives, resolved, without verl's validation: for comparing values (the
+    baseline a run's name is read against, src/pipeline/lineage.py), never for running."""
+    verl_cfg = compose(overrides(plan, cfg))
+    OmegaConf.resolve(verl_cfg)
+    return verl_cfg
+
+
+def derived_keys() -> frozenset:
+    """verl's keys whose yaml value is an interpolation of another key (the actor's `rollout_n` copies
+    `rollout.n`): a change of the other key shows in these too, so a name lists it once."""
+    raw = flatten(OmegaConf.to_container(compose([]), resolve=False))
+    return frozenset(k for k, v in raw.items() if isinstance(v, str) and "${" in v)
 
 
 def build(plan: RunPlan, cfg: dict) -> DictConfig:

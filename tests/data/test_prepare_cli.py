@@ -165,3 +165,27 @@ def test_module_entry_point_offline(tmp_path, tiny_tokenizer_dir, pairs_jsonl):
     assert rows[0]["data_source"] == "pairs/zh-en"  # --name defaults to the input's stem
     assert {r["extra_info"]["split"] for r in rows} == {"val"}
     assert {r["extra_info"]["template"] for r in rows} == {"rl"}
+
+
+def test_a_cpu_machine_is_told_which_tokenizer_to_use_and_it_works(tmp_path, capsys):
+    """Issue 33 (finding 13): --tokenizer was required with no word on what to give without real weights,
+    and JSON lines with a `target` key were refused though a TSV header may say target. Following the
+    refusal's own hint prepares the file."""
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text(json.dumps({"source": "这只猫坐在垫子上。", "target": "The cat sat on the mat.", "lp": "zh-en"},
+                                ensure_ascii=False) + "\n", encoding="utf-8")
+    out = tmp_path / "train.parquet"
+    argv = ["--input", str(pairs), "--split", "train", "--template", "base", "--out", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("prepare: error: --tokenizer is required")
+    hint = err.split("build the tiny one: ")[1].split(", then ")[0]
+    assert hint == "python -m src.tiny_models tokenizer .cache/tiny-tokenizer"
+    from src.tiny_models.__main__ import main as tiny_models
+
+    tiny = tmp_path / "tiny-tokenizer"
+    assert tiny_models(["tokenizer", str(tiny)]) == 0
+    assert main(argv + ["--tokenizer", str(tiny)]) == 0, capsys.readouterr().err
+    (row,) = rows_of(out)
+    assert row["reward_model"]["ground_truth"] == "The cat sat on the mat."
+    assert (row["extra_info"]["src"], row["extra_info"]["lang_pair"]) == ("这只猫坐在垫子上。", "zh-en")

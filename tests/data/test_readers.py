@@ -22,8 +22,16 @@ def test_jsonl_without_languages_uses_lang_pair_flag(tmp_path):
 
 def test_jsonl_wrong_columns_names_line_and_found_columns(tmp_path):
     f = tmp_path / "x.jsonl"
-    f.write_text('{"src": "a", "tgt": "b", "lang_pair": "zh-en"}\n{"source": "a", "target": "b"}\n')
-    with pytest.raises(InputError, match=r"x\.jsonl:2: missing column\(s\) src, tgt \(found: source, target\)"):
+    f.write_text('{"src": "a", "tgt": "b", "lang_pair": "zh-en"}\n{"text": "a", "translation": "b"}\n')
+    with pytest.raises(InputError, match=r"x\.jsonl:2: missing column\(s\) src, tgt \(found: text, translation; "
+                                         r"src/source and tgt/target are read\)"):
+        read_pairs(f)
+    # a TSV header's names are a JSON line's too (issue 33: `target` was refused); the column's own name wins
+    f.write_text('{"Source": "a", "target": "b", "lp": "zh-en"}\n{"src": "c", "tgt": "d", "source": "wmt", '
+                 '"lang_pair": "zh-en"}\n')
+    assert read_pairs(f) == [Pair("a", "b", "zh", "en"), Pair("c", "d", "zh", "en")]
+    f.write_text('{"source": "a", "Source": "b", "tgt": "c", "lang_pair": "zh-en"}\n')
+    with pytest.raises(InputError, match=r"keys 'source' and 'Source' both give src; keep one"):
         read_pairs(f)
 
 

@@ -140,7 +140,7 @@ def test_data_prepared_with_another_template_is_refused(capsys, isolated_paths, 
     from src.pipeline.precheck import check_data_files
     from src.plan import build_plan
 
-    cfg = compose_config(["reward=comet", "data.template=rl"] + paths)
+    cfg = compose_config(["reward=comet", "data.template=rl", "dry_run=true"] + paths)
     check_data_files(build_plan(cfg, "<run dir>"), cfg)
 
 
@@ -189,7 +189,7 @@ def test_real_launch_onto_a_read_only_results_root_writes_nothing(isolated_paths
     out, paths = isolated_paths
     (tmp_path / "models" / "Qwen2.5-0.5B-Instruct").mkdir(parents=True)
     d = _data_dir(tmp_path)
-    _prepared(d / "train.parquet")
+    _prepared(d / "train.parquet", rows=4)  # one step of experiment=smoke: 4 prompts
     _prepared(d / "val.parquet", split="val")
     paths = [p for p in paths if not p.startswith("paths.results_root")] + [f"paths.results_root={ro}/qe-rl"]
     result = launch(["experiment=smoke", "gpus=1", "scorer.placement=cpu", "debug.skip_scorer=true",

@@ -134,7 +134,7 @@ def _job_plans(out) -> dict:
 
 def test_sweep_jobs_get_distinct_dirs_and_wandb_ids_whatever_the_override_order(isolated_paths):
     out, paths = isolated_paths
-    sweep = ["trainer.lr=1e-6,3e-6", "reward.weights.bleu=0.5,1.0", "+verl.actor_rollout_ref.actor.clip_ratio_c=3.0"]
+    sweep = ["trainer.lr=1e-6,3e-6", "reward.weights.bleu=0.5,1.0", "+verl.actor_rollout_ref.actor.clip_ratio_c=2.5"]
     first = launch(["--multirun", "reward=comet", "gpus=4", *sweep, "dry_run=true"] + paths)
     assert first.returncode == 0, first.stderr
     plans = _job_plans(out)
@@ -143,10 +143,12 @@ def test_sweep_jobs_get_distinct_dirs_and_wandb_ids_whatever_the_override_order(
     assert len(dirs) == 4 and len({p["wandb_run_id"] for p in plans.values()}) == 4
     assert len({p["wandb_run_name"] for p in plans.values()}) == 4
     for key, p in plans.items():
-        assert p["checkpoint_dir"].startswith(f"{out}/results/qwen2.5_3b/comet_off/grpo/gpus4/seed1_")
+        assert p["checkpoint_dir"].startswith(f"{out}/results/qwen2.5_3b/comet/grpo/gpus4/seed1_")
         assert p["checkpoint_dir"].endswith("-" + p["run_id"]) and p["wandb_run_id"] == "qerl-" + p["run_id"]
         lr = next(o for o in key if o.startswith("trainer.lr")).split("=")[1]
-        assert f"_lr{float(lr)!r}_" in p["checkpoint_dir"] and "clip_ratio_c3.0" in p["checkpoint_dir"]
+        # 1e-6 is the default: it trains what no lr override trains, so it names nothing (issue 33)
+        assert (f"_lr{float(lr)!r}" in p["checkpoint_dir"]) == (float(lr) != 1e-6)
+        assert "clip_ratio_c2.5" in p["checkpoint_dir"]
 
     # the same sweep again, overrides in another order: the same ids and dirs (a rerun resumes)
     again_out = out.parent / "again"

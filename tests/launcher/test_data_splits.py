@@ -110,8 +110,8 @@ def test_dry_run_refuses_a_val_file_of_training_rows(isolated_paths, tmp_path):
     val = prepared(tmp_path / "data" / "wmt_zh_en" / "val.parquet", ["train"] * 2)
     result = launch(["reward=comet", "dry_run=true"] + paths)
     assert result.returncode == 2, result.stderr
-    # verl's own warnings of a config it accepted may precede it (as for every preflight refusal)
-    lines = [l for l in result.stderr.splitlines() if l.startswith("error:")]
+    # one line: verl's warnings on the config it accepted are not shown (issue 33, finding 15)
+    lines = result.stderr.splitlines()
     assert "Traceback" not in result.stderr
     assert len(lines) == 1 and lines[0].startswith(f"error: val data {val}: 2 of 2 rows are not marked"), result.stderr
     assert "python -m src.data.prepare --split val" in lines[0]
@@ -124,3 +124,28 @@ def test_dry_run_accepts_prepared_files(isolated_paths, tmp_path):
     prepared(tmp_path / "data" / "wmt_zh_en" / "val.parquet", ["val"] * 2)
     result = launch(["reward=comet", "dry_run=true"] + paths)
     assert result.returncode == 0, result.stderr
+
+
+def test_train_data_smaller_than_one_step(isolated_paths, tmp_path):
+    """Issue 33 (finding 7): a dry run whose train data had fewer prompts than one step (40 rows, 48
+    prompts per step) exited 0 without a word, and so did a real launch: verl drops the incomplete
+    batch and trains 0 steps. The dry run's plan says it; a real launch is refused in one line."""
+    out, paths = isolated_paths
+    train = tmp_path / "data" / "wmt_zh_en" / "train.parquet"
+    prepared(tmp_path / "data" / "wmt_zh_en" / "val.parquet", ["val"])
+    missing = launch(["reward=comet", "dry_run=true"] + paths)
+    assert missing.returncode == 0, missing.stderr
+    assert f"note: train data {train} does not exist yet; a real launch needs it" in missing.stdout
+    prepared(train, ["train"] * 40)
+    dry = launch(["reward=comet", "dry_run=true"] + paths)
+    assert dry.returncode == 0, dry.stderr
+    assert (f"note: train data {train} has 40 prompts, fewer than one step's 48 (data.train_batch_size for G=4)"
+            in dry.stdout) and "(a real launch is refused)" in dry.stdout
+    before = files_under(out)
+    real = launch(["reward=comet"] + paths)
+    assert real.returncode == 2 and len(real.stderr.splitlines()) == 1, real.stderr
+    assert real.stderr.startswith(f"error: train data {train} has 40 prompts, fewer than one step's 48")
+    assert "set batch.prompts_per_step=40 or lower" in real.stderr
+    assert files_under(out) == before  # nothing written by the refused launch
+    enough = launch(["reward=comet", "dry_run=true", "batch.prompts_per_step=24"] + paths)
+    assert enough.returncode == 0 and "note: train data" not in enough.stdout, enough.stdout

@@ -53,7 +53,8 @@ def test_combination_is_accepted_by_verl_and_its_workers(built, combo):
     # vLLM shards KV heads over tensor-parallel ranks (no verl function to call on CPU)
     assert cfg["model"]["num_kv_heads"] % verl_cfg.actor_rollout_ref.rollout.tensor_model_parallel_size == 0
     assert verl_cfg.trainer.default_local_dir == plan.checkpoint_dir
-    assert f"/{reward}_{cfg['reward']['mode']}/{algo}/gpus{gpus}/" in plan.checkpoint_dir + "/"
+    label = reward if cfg["reward"]["mode"] == "off" else f"{reward}_{cfg['reward']['mode']}"  # the span model runs
+    assert f"/{label}/{algo}/gpus{gpus}/" in plan.checkpoint_dir + "/"
     if algo == "dapo":
         assert verl_cfg.reward.reward_manager.name == "PureValidationDAPORewardManager"  # verl's dapo, pure validation
         assert verl_cfg.algorithm.filter_groups.enable is True

@@ -90,3 +90,22 @@ def test_preset_variants_are_accepted_by_verl(compose, tmp_path, ov):
     assert sizes == {} or sizes["padding"] == 0
     assert verl_cfg.trainer.n_gpus_per_node == plan.gpus_per_node
     assert cfg["model"]["num_kv_heads"] % verl_cfg.actor_rollout_ref.rollout.tensor_model_parallel_size == 0
+
+
+def test_a_preset_run_at_another_gpu_count_says_its_batches_moved(isolated_paths):
+    """Issue 33 (finding 11): experiment=qwen3b_xcomet_3gpu with gpus=5 trained 50 prompts per step instead
+    of the preset's 48, and logged to another wandb project, without a word."""
+    from tests.launcher.conftest import launch
+
+    _, paths = isolated_paths
+    moved = launch(["experiment=qwen3b_xcomet_3gpu", "gpus=5", "dry_run=true"] + paths)
+    assert moved.returncode == 0, moved.stderr
+    line = next((l for l in moved.stdout.splitlines() if l.startswith("note: experiment=")), "")
+    assert line.startswith("note: experiment=qwen3b_xcomet_3gpu is set for G=3 (48 prompts per step, mini batch 24"), \
+        moved.stdout
+    assert "at G=5 the plan moved that to 50 prompts per step, mini batch 25" in line
+    assert "wandb project qe-rl-xcomet_xl-train-s400, not qe-rl-xcomet_xl-train-s384" in line
+    for same in (["experiment=qwen3b_xcomet_3gpu"], ["experiment=qwen3b_xcomet_3gpu", "gpus=4"]):
+        # its own count, or one where the preset's batches stay valid (48 prompts at G=4): nothing to say
+        result = launch(same + ["dry_run=true"] + paths)
+        assert result.returncode == 0 and "note: experiment=" not in result.stdout, (same, result.stdout)

@@ -78,12 +78,153 @@ def test_every_roles_profiler_writes_under_its_own_runs_dir(tmp_path):
         f"{other.checkpoint_dir}/profile"}
 
 
-def test_readable_name_follows_override_dirname_and_ignores_order():
-    a = ["trainer.lr=3e-6", "reward.weights.bleu=0.5", "+verl.actor_rollout_ref.actor.clip_ratio_c=3.0",
-         "reward=comet", "gpus=4", "dry_run=true", "paths.results_root=/x", "trainer.save_freq=5"]
-    name = run_identity.readable_name(a, seed=3)
-    assert name == "seed3_bleu0.5_lr3e-06_clip_ratio_c3.0"
-    assert run_identity.readable_name(list(reversed(a)), seed=3) == name
+def test_readable_name_is_read_from_the_identity_in_key_order():
+    base = {"actor_rollout_ref.actor.optim.lr": 1e-6, "actor_rollout_ref.rollout.n": 8,
+            "actor_rollout_ref.actor.rollout_n": 8, "data.train_files": "/d/wmt_zh_en/train.parquet",
+            "data.val_files": "/d/wmt_zh_en/val.parquet", "trainer.total_training_steps": None,
+            "reward.custom_reward_function.reward_kwargs.guards.repetition.enable": True,
+            "reward.custom_reward_function.reward_kwargs.train_weights.bleu": 1.0}
+    run = {**base, "actor_rollout_ref.actor.optim.lr": 3e-6, "actor_rollout_ref.rollout.n": 16,
+           "actor_rollout_ref.actor.rollout_n": 16, "data.train_files": "/x/mypairs/train.parquet",
+           "data.val_files": "/x/mypairs/val.parquet", "trainer.total_training_steps": 50,
+           "reward.custom_reward_function.reward_kwargs.guards.repetition.enable": False,
+           "reward.custom_reward_function.reward_kwargs.train_weights.bleu": 0.5}
+    derived = frozenset({"actor_rollout_ref.actor.rollout_n"})  # verl's yaml copies rollout.n there
+    name = run_identity.readable_name(run, base, 3, derived)
+    assert name == "seed3_lr3e-06_n16_data-mypairs_repetitionfalse_bleu0.5_total_training_steps50"
+    assert run_identity.readable_name(dict(reversed(list(run.items()))), base, 3, derived) == name
+    assert run_identity.readable_name(base, base, 3, derived) == "seed3"
+    # another val set is named beside the train set's tag
+    flores = {**run, "data.val_files": "/x/flores_dev.parquet"}
+    assert "_data-mypairs_valdata-flores_dev_" in run_identity.readable_name(flores, base, 3, derived)
+
+
+def test_names_carry_only_what_the_id_hashes(tmp_path):
+    """Issue 33 (finding 3): a default spelled out (trainer.lr=1e-6) or a key that changes nothing verl
+    trains (data.template) was named, so two dirs with one run id had two names."""
+    plain = _identified(["reward=comet"], tmp_path)[0]
+    for noop in (["trainer.lr=1e-6"], ["reward.weights.bleu=1"], ["data.template=chat"], ["trainer.save_freq=7"]):
+        same = _identified(["reward=comet", *noop], tmp_path)[0]
+        assert (same.run_id, same.checkpoint_dir, same.wandb_run_name, same.wandb_project) == (
+            plain.run_id, plain.checkpoint_dir, plain.wandb_run_name, plain.wandb_project), noop
+    assert plain.checkpoint_dir.endswith(f"/seed1-{plain.run_id}")
+
+
+def test_a_data_override_is_named_by_its_data_sets_tag_not_its_path(tmp_path):
+    """Issue 33 (finding 10): data paths ended up in dir and wandb names
+    (`seed1_templatechat_train_files-data-mypairs-train.parquet_val_files-...`)."""
+    overrides = ["reward=comet", "data.template=chat", "data.train_files=data/mypairs/train.parquet",
+                 "data.val_files=data/mypairs/val.parquet"]
+    plan, verl_cfg, _ = _identified(overrides, tmp_path)
+    assert plan.checkpoint_dir.endswith(f"/seed1_data-mypairs-{plan.run_id}")
+    assert plan.wandb_run_name.endswith(f"-seed1_data-mypairs-{plan.run_id}") and "parquet" not in plan.wandb_run_name
+    assert verl_cfg.data.train_files == "data/mypairs/train.parquet"  # the path itself: the snapshot's verl config
+
+
+def test_reward_is_named_with_its_mode_only_where_a_span_model_runs(tmp_path):
+    """Issue 33 (finding 8): `reward=metricx` was named `metricx_off` / `qe-rl-metricx-off-s384`: "off" is
+    the span model's mode and read as "MetricX off"."""
+    metricx = _identified(["reward=metricx"], tmp_path)[0]
+    assert "/qwen2.5_3b/metricx/grpo/gpus4/" in metricx.checkpoint_dir and metricx.wandb_project == "qe-rl-metricx-s384"
+    assert "off" not in metricx.checkpoint_dir and "off" not in metricx.wandb_project
+    xcomet = _identified(["reward=xcomet_xl"], tmp_path)[0]  # mode=train: the span model runs
+    assert "/xcomet_xl_train/grpo/" in xcomet.checkpoint_dir and xcomet.wandb_project == "qe-rl-xcomet_xl-train-s384"
+    comet_eval = _identified(["reward=comet", "reward.mode=eval"], tmp_path)[0]
+    assert "/comet_eval/grpo/" in comet_eval.checkpoint_dir
+    # the plan table's title too
+    import io
+
+    from rich.console import Console
+
+    from src.plan.table import render
+    for plan, title in ((metricx, "Run plan: qwen2.5_3b / metricx / grpo"),
+                        (xcomet, "Run plan: qwen2.5_3b / xcomet_xl (train) / grpo")):
+        text = io.StringIO()
+        render(plan, ["true"], "verl_config.yaml", console=Console(file=text, width=200))
+        assert title in text.getvalue()
+
+
+def test_a_run_launched_under_the_earlier_names_resumes_in_its_dir(tmp_path):
+    """Issue 33 (findings 8, 10): renaming moved a run's checkpoint dir; a relaunch of an in-flight run
+    (same config, same id) must find its checkpoints under the name it had, and its wandb run."""
+    overrides = ["reward=comet", "trainer.lr=3e-6", "data.template=chat"]
+    plan, _, ident = _identified(overrides, tmp_path)
+    old = tmp_path / "results/qwen2.5_3b/comet_off/grpo/gpus4" / f"seed1_lr3e-06_templatechat-{plan.run_id}"
+    run_identity.record(old, ident, plan.run_id, None)
+    (old / "global_step_50").mkdir()
+    resumed, verl_cfg, _ = _identified(overrides, tmp_path)
+    assert resumed.checkpoint_dir == verl_cfg.trainer.default_local_dir == str(old)
+    assert resumed.wandb_project == "qe-rl-comet-off-s384" and resumed.wandb_run_id == plan.wandb_run_id
+    assert resumed.wandb_run_name.endswith(old.name) and resumed.earlier_dir_of == plan.checkpoint_dir
+    # another config with a dir of the same id suffix (a collision) is not resumed there
+    other = _identified(["reward=comet", "trainer.lr=5e-6"], tmp_path)[0]
+    assert other.checkpoint_dir != str(old) and other.earlier_dir_of is None
+    # two dirs of the run: refused in one line naming both and how to choose
+    twin = old.parent / f"seed1_lr3e-06-{plan.run_id}"
+    run_identity.record(twin, ident, plan.run_id, None)
+    with pytest.raises(Exception) as refused:
+        _identified(overrides, tmp_path)
+    assert "\n" not in str(refused.value) and "+verl.trainer.default_local_dir=" in str(refused.value)
+    assert str(old) in str(refused.value) and str(twin) in str(refused.value)
+
+
+# Override sets drawn from choices whose many spellings train one config (a default spelled out, a float
+# written two ways, the same lr through our key and verl's, settings that train nothing), and a few that
+# change it: any two with one id must have one name.
+CHOICES = {
+    "trainer.lr": [None, "1e-6", "0.000001", "3e-6"],
+    "+verl.actor_rollout_ref.actor.optim.lr": [None, "3e-6"],
+    "reward.weights.bleu": [None, "1", "1.0", "0.5"],
+    "data.template": [None, "base", "chat"],
+    "data.train_files": [None, "${paths.data_root}/wmt_zh_en/train.parquet", "/x/wmt_zh_en/train.parquet",
+                         "/x/mypairs/train.parquet"],
+    "trainer.save_freq": [None, "7"],
+    "paths.data_root": [None, "/x"],  # a setting that moves the data files: the id and the name change with it
+    "logger": [None, "console"],
+    "seed": [None, "1", "2"],
+}
+
+
+def _override_sets():
+    from hypothesis import strategies as st
+    return st.fixed_dictionaries({k: st.sampled_from(v) for k, v in CHOICES.items()}).map(
+        lambda d: ["reward=comet"] + [f"{k}={v}" for k, v in d.items() if v is not None])
+
+
+class _Names:
+    """(run id, (checkpoint dir, wandb project, wandb run name)) per override set, each launch planned once."""
+
+    def __init__(self, root):
+        self.root, self.seen = root, {}
+
+    def __call__(self, overrides: list[str]) -> tuple[str, tuple]:
+        key = tuple(overrides)
+        if key not in self.seen:
+            plan = _identified(list(overrides), self.root)[0]
+            self.seen[key] = (plan.run_id, (plan.checkpoint_dir, plan.wandb_project, plan.wandb_run_name))
+        return self.seen[key]
+
+
+def test_two_override_sets_with_one_run_id_have_one_name(tmp_path_factory):
+    """Issue 33, must hold: a run's dir and wandb names carry only what its run id hashes."""
+    from hypothesis import given, settings
+
+    names = _Names(tmp_path_factory.mktemp("names"))
+
+    @settings(max_examples=12, deadline=None, database=None, derandomize=True)
+    @given(_override_sets())
+    def check(a):
+        rid, named = names(a)
+        # against every set drawn so far: any two with one id
+        for other, (other_id, other_named) in names.seen.items():
+            assert (rid == other_id) == (named == other_named), (a, other, named, other_named)
+
+    check()
+    # two spellings of one config must have met, or the property was not tried where it can fail
+    by_id = {}
+    for overrides, (rid, _) in names.seen.items():
+        by_id.setdefault(rid, set()).add(overrides)
+    assert any(len(sets) > 1 for sets in by_id.values()), by_id
 
 
 def test_dir_with_another_identity_is_refused_with_the_differing_keys(tmp_path):

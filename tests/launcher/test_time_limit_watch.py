@@ -171,7 +171,9 @@ def test_a_local_resume_of_a_dir_with_an_earlier_slurm_attempts_request_trains_t
     time_limit.request(ckpt, "SIGUSR2", 30)                            # ... and its watch asked for a save
     script = tmp_path / "resuming_trainer.py"
     script.write_text(RESUMING_TRAINER)
+    # 4 prompts per step: the 4 train rows fill one (a real launch refuses train data smaller than a step)
     result = launch(["model=qwen2.5_0.5b", "reward=comet", "gpus=1", "trainer.total_training_steps=6",
+                     "batch.prompts_per_step=4", "batch.mini_batch_prompts=4",
                      "trainer.save_freq=100", "debug.skip_scorer=true",
                      f"debug.train_command_override='{sys.executable} {script}'",
                      f"+verl.trainer.default_local_dir={ckpt}", f"paths.output_dir={tmp_path}/out",

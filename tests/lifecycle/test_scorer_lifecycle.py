@@ -91,11 +91,12 @@ class Run:
         (tmp / "models" / "Qwen2.5-3B").mkdir(parents=True)
         data = tmp / "data" / "wmt_zh_en"
         data.mkdir(parents=True)
-        for split in ("train", "val"):
+        for split, n in (("train", 48), ("val", 1)):
             # rows as src.data.prepare writes them (the launcher checks their schema, split tags and
-            # template before anything runs); the stand-in training reads none of them
+            # template before anything runs, and that the train data fills one step: 48 prompts);
+            # the stand-in training reads none of them
             write_parquet_atomic([make_row(EXAMPLE, dataset_name="wmt_zh_en", template="base", split=split,
-                                           index=0)], data / f"{split}.parquet")
+                                           index=i) for i in range(n)], data / f"{split}.parquet")
         stand_in = " ".join([sys.executable, str(STAND_IN), "--qe-health", "--token-file", str(self.token_file),
                              *stand_in_args])
         self.args = [sys.executable, "-m", "src.launch", "reward=comet", "gpus=2", "scorer.placement=cpu",

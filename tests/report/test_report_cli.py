@@ -53,3 +53,17 @@ def test_module_entry_point(run_dir):
                           env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert (run_dir / "report" / "val_samples.html").is_file()
+
+
+def test_a_missing_validation_dir_is_named_not_called_unset(run_dir):
+    """Issue 33 (finding 12): val_samples.html said "trainer.validation_data_dir was not set" when it was
+    set and the dir was just missing."""
+    config = run_dir / "snapshot" / "verl_config.yaml"
+    missing = run_dir.parent / "moved-away" / "val_generations"
+    text = config.read_text()
+    config.write_text("\n".join(f"  validation_data_dir: {missing}" if line.startswith("  validation_data_dir:")
+                                else line for line in text.splitlines()) + "\n")
+    assert main([str(run_dir)]) == 0
+    page = (run_dir / "report" / "val_samples.html").read_text()
+    assert "was not set" not in page
+    assert f"trainer.validation_data_dir is {missing}, which does not exist" in page

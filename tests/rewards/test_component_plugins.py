@@ -88,6 +88,15 @@ def test_a_run_without_plugins_keeps_its_reward_kwargs(scorer_env):
                                                                         "src.rewards.components.Bleu"),
     (("reward.plugins=[no_such_module_qe_rl]",), "reward.plugins: loading no_such_module_qe_rl failed: "
                                                  "ModuleNotFoundError"),
+    # issue 33 (finding 17): components, guards and metrics share one namespace
+    (("reward.plugins=[tests/fixtures/reward_plugins/takes_length_ratio.py]",),
+     "reward.plugins: component name 'length_ratio' is taken by the degenerate check degenerate_length_ratio: "
+     "components, guards and metrics share one namespace"),
+    (("reward.plugins=[tests/fixtures/reward_plugins/takes_repetition.py]",),
+     "component name 'repetition' is taken by the guard repetition (reward.guards.repetition, logged as "
+     "guard_repetition)"),
+    (("reward.plugins=[tests/fixtures/reward_plugins/takes_score.py]",),
+     "component name 'score' is taken by a key of every reward result"),
 ])
 def test_plugin_refusals_are_one_line_at_launch(overrides, message):
     from src.config import compose_config
@@ -109,3 +118,18 @@ def test_plugin_refusal_through_the_launcher_cli(tmp_path):
     lines = [l for l in res.stderr.splitlines() if l.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: ") and "unknown component 'length_match'" in lines[0]
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("overrides", [(), ("reward.normalise=per_component",)])
+def test_every_key_of_a_reward_result_is_a_component_or_a_taken_name(loop, overrides):
+    """The names a plug-in may not take (src/rewards/launch.py taken_names) cover every key
+    compute_score returns beside the components: a key added to the result must be added there."""
+    from src.rewards.compute import compute_score
+    from src.rewards.launch import taken_names
+    from tests.rewards.conftest import extra_info, kwargs_for
+
+    kw = kwargs_for("comet", *overrides)
+    result = loop.run_until_complete(compute_score("x/zh-en", "<translate>The cat.</translate>", "The cat.",
+                                                   extra_info("猫。", template="rl"), ask_scorer=False, **kw))
+    others = set(result) - set(kw["train_weights"]) - set(kw["validation_weights"])
+    assert others and others <= set(taken_names()), sorted(others - set(taken_names()))

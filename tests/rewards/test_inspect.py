@@ -314,3 +314,46 @@ def test_the_command_line_help_and_a_pipe_gets_full_lines(tmp_path):
     # stdout is a pipe: no line is cut to the terminal width
     assert "The weather is nice today, let's go for a walk in the park." in res.stdout
     assert max(len(l) for l in res.stdout.splitlines()) > 40
+
+
+# Issue 33, must hold: inspect scores with exactly the weights (and every other reward kwarg) verl's
+# config holds, for every shipped reward group and a set of overrides; a `+verl.` key that would make
+# the two differ is refused at launch.
+REWARD_GROUPS = sorted(p.stem for p in (REPO / "conf" / "reward").glob("*.yaml"))
+REWARD_OVERRIDES = [[], ["reward.weights.bleu=0.5"], ["reward.validation.weights.bleu=0.25"],
+                    ["reward.normalise=per_component"], ["reward.guards.repetition.enable=false"],
+                    ["+verl.reward.custom_reward_function.reward_kwargs.train_weights.bleu=0.25"],
+                    ["+verl.reward.custom_reward_function.reward_kwargs.validation_weights.kiwi=0"]]
+
+
+def _verl_reward_kwargs(overrides: list[str], tmp_path: Path) -> dict | str:
+    """reward_kwargs as the launcher writes them into verl's config (validated by verl), or its refusal."""
+    from omegaconf import OmegaConf
+
+    from src import verl_config
+    from src.config import compose_config
+    from src.plan import PlanError, build_plan
+    from src.verl_config import checks
+
+    cfg = compose_config(overrides + [f"paths.results_root={tmp_path}"])
+    try:
+        plan = build_plan(cfg, run_dir=str(tmp_path / "run"), flash_attn=None, flashinfer=False)
+        checks.check_user_keys(plan)
+    except (PlanError, checks.VerlValueError) as exc:
+        return str(exc)
+    verl_cfg = verl_config.build(plan, cfg)
+    return json.loads(json.dumps(OmegaConf.to_container(verl_cfg.reward.custom_reward_function.reward_kwargs,
+                                                        resolve=True)))
+
+
+@pytest.mark.parametrize("group", REWARD_GROUPS)
+def test_inspect_scores_with_the_reward_kwargs_verl_runs(group, tmp_path):
+    for extra in REWARD_OVERRIDES:
+        overrides = [f"reward={group}", *extra]
+        verl_kw = _verl_reward_kwargs(overrides, tmp_path)
+        if isinstance(verl_kw, str):  # refused at launch: no run trains it
+            assert extra and extra[0].startswith("+verl.reward.custom_reward_function."), (overrides, verl_kw)
+            assert "is set by the reward group" in verl_kw and "\n" not in verl_kw
+            continue
+        inspected = json.loads(json.dumps(tool.reward_kwargs(tool.compose(overrides))))
+        assert inspected == verl_kw, overrides

@@ -59,9 +59,10 @@ class Sweep:
         # rows as src.data.prepare writes them: the launcher checks their schema, split tags
         # (src/node/preflight.py check_data_splits) and template before anything is submitted
         example = Example(src="这只猫坐在垫子上。", tgt="The cat sat on the mat.", src_lang="zh", tgt_lang="en")
-        for name, split in (("train.parquet", "train"), ("val.parquet", "val")):
-            write_parquet_atomic([make_row(example, dataset_name="wmt_zh_en", template="base", split=split, index=0)],
-                                 data / name)
+        # one step's prompts at least (48): a real launch refuses train data smaller than a step
+        for name, split, n in (("train.parquet", "train", 48), ("val.parquet", "val", 1)):
+            write_parquet_atomic([make_row(example, dataset_name="wmt_zh_en", template="base", split=split, index=i)
+                                  for i in range(n)], data / name)
         return [f"paths.model_root={self.tmp}/models", f"paths.data_root={self.tmp}/data", "debug.skip_scorer=true"]
 
     def command(self, args: list[str]) -> list[str]:
@@ -162,47 +163,46 @@ def scontrol_field(job_id: str, field: str) -> str:
 
 
 # ------------------------------------------------------------------------------ tests
-def test_dry_run_sweep_2_rewards_x_2_gpu_counts_asks_slurm_what_the_plan_says(sweep):
+def test_dry_run_sweep_submits_nothing_and_has_slurm_test_each_request(sweep):
+    """Issue 33 (finding 6): a Slurm sweep with dry_run=true called sbatch. It submits nothing now: each
+    distinct request is checked by `sbatch --test-only`, each job planned and snapshotted here."""
     res = sweep.run(["reward=comet,xcomet_xl", "gpus=2,4", "dry_run=true"], env_extra=SECRETS)
     assert res.returncode == 0, res.stdout + res.stderr
     rows = sweep.summary()
-    assert [r["state"] for r in rows] == ["succeeded"] * 4, rows
+    assert [(r["state"], r["job_id"]) for r in rows] == [("succeeded", "(dry run)")] * 4, rows
     assert "summary: 4 succeeded, 0 failed" in res.stderr
-
+    for gpus in (2, 4):  # one check per distinct request (a job array each, on a real run)
+        assert res.stdout.count(f"Slurm would accept 1 node(s) x {gpus} GPUs, {3 * gpus + 10} CPUs/task, "
+                                f"partition {sweep.partition} for 2 job(s); nothing submitted") == 1, res.stdout
+    assert "[sweep] submitted" not in res.stdout
+    # nothing submitted: no submitit folder, no code copy for jobs to run from
+    assert not (sweep.dir / ".submitit").exists() and not (sweep.dir / "code").exists()
     for row in rows:
         run_dir = Path(row["run_dir"])
         plan = json.loads((run_dir / "snapshot" / "plan.json").read_text())
         verl = yaml.safe_load((run_dir / "snapshot" / "verl_config.yaml").read_text())
         assert verl["trainer"]["n_gpus_per_node"] == plan["gpus_per_node"]
         assert f"gpus={plan['gpus_per_node']}" in row["overrides"]
-        # what Slurm granted is what the plan derived: training GPUs and Ray's 3G+10 CPUs
-        state, tres = sacct_tres(row["job_id"])
-        assert state == "COMPLETED"
-        assert tres["gres/gpu"] == str(plan["node_gpus"]) == str(plan["gpus_per_node"]), tres
-        assert tres["cpu"] == str(plan["node_cpus"]) == str(3 * plan["gpus_per_node"] + 10), tres
-        assert scontrol_field(row["job_id"], "TresPerNode") == f"gres:gpu:{plan['node_gpus']}"
-        # the job ran from the code copied at submission, not from the checkout
-        assert (run_dir / "snapshot" / "git.txt").read_text().startswith(f"code snapshot: {sweep.dir / 'code'}")
-
-    # one job array per distinct request: the two gpus=2 jobs share one, the two gpus=4 jobs another
-    arrays = {r["job_id"].split("_")[0] for r in rows}
-    assert len(arrays) == 2, rows
-    for array in arrays:
-        sbatch = (sweep.dir / ".submitit" / array / f"{array}_submission.sh").read_text()
-        for line in ("#SBATCH --requeue", "#SBATCH --signal=USR2@300", f"#SBATCH --chdir={sweep.dir / 'code'}",
-                     f"#SBATCH --partition={sweep.partition}", "#SBATCH --ntasks-per-node=1",
-                     "export HF_HUB_OFFLINE=1", "export WANDB_MODE='offline'", "export HF_HOME="):
-            assert line in sbatch, (line, sbatch)
-
-    # no secret from the submitter's environment anywhere: sbatch scripts, pickles, logs, snapshots
-    written = files_under(sweep.dir) + files_under(sweep.out)
-    assert any(p.name.endswith("_submitted.pkl") for p in written)
-    for path in written:
+        assert (row["gpus_per_node"], row["cpus_per_task"]) == (plan["node_gpus"], plan["node_cpus"])
+    # no secret from the submitter's environment anywhere it wrote
+    for path in files_under(sweep.dir) + files_under(sweep.out):
         data = path.read_bytes()
         for name, value in SECRETS.items():
             assert value.encode() not in data, f"{name} leaked into {path}"
     for value in SECRETS.values():
         assert value not in res.stdout + res.stderr
+
+
+def test_a_dry_run_request_slurm_refuses_names_the_request_and_the_limit(sweep, slurm_cluster):
+    too_many = slurm_cluster.cpus + 6
+    res = sweep.run(["gpus=2", f"slurm.cpus_per_task={too_many}", "dry_run=true"])
+    assert res.returncode == 1, res.stdout + res.stderr
+    (row,) = sweep.summary()
+    assert row["error"].startswith(f"sbatch refused the request (1 node(s) x 2 GPUs, {too_many} CPUs/task, partition "
+                                   f"{sweep.partition}): "), row
+    assert "More processors requested than permitted" in row["error"]
+    assert f"partition {sweep.partition}: 1 node(s) with {slurm_cluster.cpus} CPUs" in row["error"], row
+    assert not (sweep.dir / ".submitit").exists()
 
 
 def test_failed_jobs_are_named_with_error_and_log_while_the_others_return(sweep, slurm_cluster):
@@ -226,7 +226,11 @@ def test_failed_jobs_are_named_with_error_and_log_while_the_others_return(sweep,
     assert "failing on purpose with exit code 5" in Path(run_failed["log"]).read_text()
     for refused in rows[2:]:
         assert f"scorer.dedicated_gpus={too_many}" in refused["overrides"]
-        assert refused["error"].startswith("sbatch refused the job") and refused["cpus_per_task"] == 16, refused
+        # issue 33 (finding 6): the refusal names the request and what the partition offers
+        assert refused["error"].startswith(f"sbatch refused the request (1 node(s) x {2 + too_many} GPUs, 16 CPUs/task, "
+                                           f"partition {sweep.partition}): "), refused
+        assert f"partition {sweep.partition}: 1 node(s) with {slurm_cluster.cpus} CPUs" in refused["error"], refused
+        assert refused["cpus_per_task"] == 16
         assert refused["gpus_per_node"] == 2 + too_many
     assert "summary: 1 succeeded, 3 failed" in res.stderr
     assert res.stderr.strip().splitlines()[-1].startswith("3 of 4 jobs of the sweep failed"), res.stderr[-2000:]
@@ -287,14 +291,36 @@ def test_requeued_job_resumes_in_the_same_run_dir_from_the_first_attempts_checkp
 
 
 def test_two_job_sweep_writes_two_checkpoint_dirs_and_two_wandb_runs_in_one_group(sweep):
-    res = sweep.run(["gpus=2", "trainer.lr=1e-6,3e-6", f"debug.train_command_override='{stand_in()}'"]
-                    + sweep.fake_inputs())
+    res = sweep.run(["gpus=2", "trainer.lr=2e-6,3e-6", f"debug.train_command_override='{stand_in()}'"]
+                    + sweep.fake_inputs(), env_extra=SECRETS)
     assert res.returncode == 0, res.stdout + res.stderr
+    # what Slurm granted is what the plan derived (training GPUs, Ray's 3G+10 CPUs), in one job array
+    # whose script carries what every job needs (a dry run submits nothing, so a real sweep shows it)
+    rows = sweep.summary()
+    for row in rows:
+        plan = json.loads((Path(row["run_dir"]) / "snapshot" / "plan.json").read_text())
+        state, tres = sacct_tres(row["job_id"])
+        assert state == "COMPLETED" and tres["gres/gpu"] == str(plan["node_gpus"]) == "2", tres
+        assert tres["cpu"] == str(plan["node_cpus"]) == "16", tres
+        assert scontrol_field(row["job_id"], "TresPerNode") == "gres:gpu:2"
+    (array,) = {r["job_id"].split("_")[0] for r in rows}
+    script = (sweep.dir / ".submitit" / array / f"{array}_submission.sh").read_text()
+    for line in ("#SBATCH --requeue", "#SBATCH --signal=USR2@300", f"#SBATCH --chdir={sweep.dir / 'code'}",
+                 f"#SBATCH --partition={sweep.partition}", "#SBATCH --ntasks-per-node=1",
+                 "export HF_HUB_OFFLINE=1", "export WANDB_MODE='offline'", "export HF_HOME="):
+        assert line in script, (line, script)
+    # no secret from the submitter's environment anywhere: sbatch scripts, pickles, logs, snapshots
+    written = files_under(sweep.dir) + files_under(sweep.out)
+    assert any(p.name.endswith("_submitted.pkl") for p in written)
+    for path in written:
+        data = path.read_bytes()
+        for name, value in SECRETS.items():
+            assert value.encode() not in data, f"{name} leaked into {path}"
     seen = [json.loads(p.read_text().splitlines()[0]) for p in sorted(sweep.dir.glob("*/stand_in.jsonl"))]
     assert len(seen) == 2
     dirs = {s["checkpoint_dir"] for s in seen}
     assert len(dirs) == 2 and all(Path(d).name.startswith("seed1_lr") for d in dirs)
-    assert any("_lr1e-06-" in d for d in dirs) and any("_lr3e-06-" in d for d in dirs)
+    assert any("_lr2e-06-" in d for d in dirs) and any("_lr3e-06-" in d for d in dirs)
     assert len({s["wandb_run_id"] for s in seen}) == 2
     # grouped by the sweep: its dir's name
     assert {s["wandb_run_group"] for s in seen} == {f"sweep-{sweep.dir.name}"}
@@ -358,8 +384,10 @@ def test_a_queued_job_runs_the_code_and_config_as_submitted(slurm_cluster, tmp_p
             shutil.copy2(src, checkout / name)
     sweep = Sweep(tmp_path, slurm_cluster.partition, checkout=checkout)
     try:
-        # held at submission, so the job surely starts after the edits below
-        proc = sweep.start(["dry_run=true", "+hydra.launcher.additional_parameters.hold=true"])
+        # held at submission, so the job surely starts after the edits below (a real submission with the
+        # stand-in training: a dry run submits nothing)
+        proc = sweep.start(["gpus=2", f"debug.train_command_override='{stand_in()}'", *sweep.fake_inputs(),
+                            "+hydra.launcher.additional_parameters.hold=true"])
         sweep.wait_for("the submission", lambda: bool(sweep.job_ids()), timeout=60)
         (job_id,) = sweep.job_ids()
         assert scontrol_field(job_id, "JobState") == "PENDING"
