@@ -8,10 +8,6 @@ from .precheck import SLURM_LAUNCHER, precheck
 from .run import execute, hydra_task, run, train_command
 from .smoke import on_cpu_without_gpu
 
-<<<<<<< HEAD
-__all__ = ["SLURM_LAUNCHER", "USAGE_EXIT", "Lineage", "RunError", "UsageError", "execute", "from_snapshot",
-           "hydra_task", "identify", "on_cpu_without_gpu", "precheck", "run", "snapshot_dir_of", "train_command"]
-=======
 __all__ = ["INTERRUPTED_EXIT", "SLURM_LAUNCHER", "USAGE_EXIT", "Lineage", "RunError", "UsageError", "execute",
-           "from_snapshot", "hydra_task", "identify", "precheck", "run", "snapshot_dir_of", "train_command"]
->>>>>>> issue33
+           "from_snapshot", "hydra_task", "identify", "on_cpu_without_gpu", "precheck", "run", "snapshot_dir_of",
+           "train_command"]
