@@ -49,14 +49,17 @@ def scorer_models(plan: RunPlan) -> dict:
 
 
 def baseline_identity(plan: RunPlan) -> dict | None:
-    """The identity of this run's model, reward (and its mode), algo, GPU count and seed with nothing
-    else set: what the run's name is read against (src/record/identity.py readable_name). Nothing of
+    """The identity of this run's model, reward (and its mode), algo, GPU count, seed and accelerator with
+    nothing else set: what the run's name is read against (src/record/identity.py readable_name). Nothing of
     the command line but those, so the name is a function of the id: a setting that changes what is
     trained (paths.model_root: other weights; memory.gpu_gb: vLLM's share) is named like any key, one
     that does not (paths.results_root, logger) names nothing. None when that config does not plan
     (e.g. its default batch does not fit): the name is then the seed alone."""
+    # the accelerator too (its group is named by trainer.device, which the id holds): what a CPU run needs
+    # of verl (conf/accelerator/cpu.yaml) is where it runs, not a setting to name
     found = _baseline((f"model={plan.model}", f"reward={plan.reward}", f"reward.mode={plan.reward_mode}",
-                       f"algo={plan.algo}", f"gpus={plan.gpus_per_node}", f"nodes={plan.nodes}", f"seed={plan.seed}"),
+                       f"algo={plan.algo}", f"gpus={plan.gpus_per_node}", f"nodes={plan.nodes}", f"seed={plan.seed}",
+                       f"accelerator={plan.device}"),
                       plan.memory.gpu_gb)
     return None if found is None else dict(found)
 
