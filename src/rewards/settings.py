@@ -339,6 +339,11 @@ def _guards(value: Mapping[str, Any] | None) -> GuardSettings:
     unknown = [k for k in given if k not in GUARD_NAMES]
     if unknown:
         raise RewardConfigError(f"reward.guards: unknown guard {unknown[0]!r} (known: {', '.join(GUARD_NAMES)})")
+    for name, sub in given.items():
+        # `reward.guards.repetition=false` replaces the group by a bool: refused, not read as "every key off"
+        if sub is not None and not isinstance(sub, Mapping):
+            raise RewardConfigError(f"reward.guards.{name} is a group of settings, got {sub!r}; to turn the guard "
+                                    f"off: reward.guards.{name}.enable=false")
     out = {}
     for name, cls in _GUARD_CLASSES.items():
         sub = dict(given.get(name) or {})
@@ -486,7 +491,9 @@ def reward_kwargs(reward_cfg: Mapping[str, Any], scorer_models: Mapping[str, Any
     if METRICX_METRIC in names:  # idem: only a run with MetricX has its settings
         kw["metricx"] = {"reference": (reward_cfg.get("metricx") or {}).get("reference", False)}
     if reward_cfg.get("guards") is not None:
-        kw["guards"] = {name: {k: (list(v) if k == "languages" else v) for k, v in dict(sub).items()}
+        # a guard that is not a group (reward.guards.X=false) goes through as is: _guards refuses it in one line
+        kw["guards"] = {name: ({k: (list(v) if k == "languages" else v) for k, v in dict(sub).items()}
+                               if isinstance(sub, Mapping) else sub)
                         for name, sub in dict(reward_cfg["guards"]).items()}
         lid = kw["guards"].get("wrong_language") or {}
         if isinstance(lid.get("model"), str) and lid["model"].strip():

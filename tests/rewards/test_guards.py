@@ -130,6 +130,8 @@ def test_settings_of_a_verl_config_before_the_guards_turn_them_off():
 
 @pytest.mark.parametrize("change,message", [
     (lambda c: c.update(speling={}), "reward.guards: unknown guard 'speling'"),
+    (lambda c: c.update(repetition=False), "reward.guards.repetition is a group of settings, got False; to turn "
+                                           "the guard off: reward.guards.repetition.enable=false"),
     (lambda c: c["repetition"].pop("margin"), "reward.guards.repetition lacks 'margin'"),
     (lambda c: c["code_mix"].update(max_shares=1), "reward.guards.code_mix has unknown key 'max_shares'"),
     (lambda c: c["code_mix"].update(enable="yes"), "reward.guards.code_mix.enable must be true or false"),
@@ -152,6 +154,9 @@ def test_bad_guard_settings_are_one_line(change, message):
 def test_bad_guard_setting_is_refused_when_the_kwargs_are_built():
     with pytest.raises(RewardConfigError, match="reward.guards.code_mix.max_share"):
         kwargs_for("comet", "reward.guards.code_mix.max_share=3")
+    # a bool in place of the group crashed the builder ("'bool' object is not iterable")
+    with pytest.raises(RewardConfigError, match="reward.guards.repetition is a group of settings"):
+        kwargs_for("comet", "reward.guards.repetition=false")
 
 
 FRENCH = "<think>ok</think><translate>Les enfants jouent au football dans le parc pendant que leurs parents " \
