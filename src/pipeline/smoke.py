@@ -317,15 +317,11 @@ CPU_CAPABLE = "experiment=smoke_tiny"
 
 
 def no_gpu_here() -> bool:
-    """No NVIDIA GPU on this machine: no nvidia-smi, or one that lists none (CUDA_VISIBLE_DEVICES aside: it
-    names GPUs, it does not make them)."""
-    import shutil
+    """No NVIDIA GPU on this machine: nvidia-smi missing or listing none (preflight's own count, read without
+    CUDA_VISIBLE_DEVICES: that variable names GPUs, it does not make them)."""
+    from src.node import preflight
 
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return True
-    out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=60)
-    return not any(line.startswith("GPU ") for line in out.stdout.splitlines())
+    return preflight.visible_gpus({}) == 0
 
 
 def on_cpu_without_gpu(argv: list[str], gpu_absent: Callable[[], bool] = no_gpu_here) -> tuple[list[str], str | None]:
