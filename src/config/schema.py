@@ -231,6 +231,20 @@ class DebugSchema:
 
 
 @dataclass
+class LearnSchema:
+    """experiment=learn_tiny: the launcher's verdict on whether the policy learnt (src/pipeline/learning.py)."""
+    # the trained reward (critic/score/mean) averaged over the last `window` steps minus over the first `window`
+    window: int = 5
+    # ... must be at least this; set above the spread of that rise across seeds (benches/learn.py,
+    # benches/RESULTS.md "The loop learns")
+    min_rise: float = MISSING
+    # the held-out metric: val-aux/<data source>/<val_metric>/mean@1 at the last validation minus before training
+    val_metric: str = "bleu"
+    # ... must be at least this (in the metric's own units: BLEU 0-100)
+    min_val_rise: float = MISSING
+
+
+@dataclass
 class Config:
     paths: PathsSchema = field(default_factory=PathsSchema)
     model: ModelSchema = field(default_factory=ModelSchema)
@@ -256,6 +270,8 @@ class Config:
     debug: DebugSchema = field(default_factory=DebugSchema)
     # experiment=smoke sets it: the launcher then checks the run stage by stage (src/pipeline/smoke.py)
     smoke: bool = False
+    # experiment=learn_tiny sets it: after training, the launcher checks that the policy learnt
+    learn: Optional[LearnSchema] = None
 
 
 def register() -> None:

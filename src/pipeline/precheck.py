@@ -149,8 +149,12 @@ def check_data_files(plan: RunPlan, composed: dict, checked: dict | None = None)
     dry = bool(composed.get("dry_run"))
     rows = checked.get((plan.train_files, template))
     if rows is None:
-        return ([f"train data {plan.train_files} does not exist yet; a real launch needs it (python -m "
-                 f"src.data.prepare ... --split train --out {plan.train_files})"] if dry else [])
+        if not dry:
+            return []
+        if (composed.get("model") or {}).get("build_dir"):  # src/pipeline/tiny_build.py prepares it
+            return [f"train data {plan.train_files} does not exist yet; a real launch builds it (model.build_dir)"]
+        return [f"train data {plan.train_files} does not exist yet; a real launch needs it (python -m "
+                f"src.data.prepare ... --split train --out {plan.train_files})"]
     if rows < plan.batch.P:
         short = (f"train data {plan.train_files} has {rows} prompts, fewer than one step's {plan.batch.P} "
                  f"(data.train_batch_size for G={plan.world_size}): verl drops an incomplete batch, so the run "

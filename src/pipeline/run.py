@@ -24,7 +24,7 @@ from src.record import identity, snapshot
 from src.slurm.task import slurm_task
 from src.verl_config import checks as verl_checks
 
-from . import smoke
+from . import learning, smoke, tiny_build
 from .errors import INTERRUPTED_EXIT, USAGE_EXIT, RunError, UsageError, verl_reason
 from .lineage import Lineage, identify, lineage_line, verl_config_for
 from .preset import moved_geometry_note
@@ -83,6 +83,9 @@ def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dic
             verl_checks.check_user_keys(plan)
         except verl_checks.VerlValueError as exc:
             raise UsageError(str(exc)) from None
+        refused = learning.refusal(composed)  # experiment=learn_tiny: a verdict it could read
+        if refused:
+            raise UsageError(refused)
         try:
             # a --from-snapshot run replays the snapshot's own (src/pipeline/replay.py)
             verl_cfg = verl_config_for(plan, composed, lineage)
@@ -96,8 +99,8 @@ def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dic
         if not dry:
             # this node's GPUs and CPUs first: a node that cannot run it learns so before anything is built
             preflight.check_node(plan, environ)
-            # experiment=smoke_tiny: its tiny models and prompts, built once, before anything reads them
-            smoke.prepare(plan, composed, environ)
+            # experiment=smoke_tiny / learn_tiny: the tiny models and prompts, built once, before anything reads them
+            tiny_build.prepare(plan, composed, environ)
         # dry runs too: the val/train rows' split tags decide which reward they get (the splits
         # as the reward function receives them; absent only in snapshots older than the key)
         data_notes = check_data_files(plan, composed)
@@ -178,6 +181,8 @@ def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dic
                                                                         services=services, stop=stop))
     if code != 0:
         raise RunError(f"training command exited with code {code}; log: {log}{_last_line(log)}", code)
+    if learning.requested(composed):  # experiment=learn_tiny: did the trained and held-out metrics rise?
+        learning.check(composed, run_dir, Path(env["VERL_FILE_LOGGER_PATH"]))
 
 
 def _worker_node(composed: dict, plan: RunPlan, task, run_dir: Path, environ: dict) -> None:

@@ -9,14 +9,8 @@ and the same command is launched again. A working resume trains step 2 only (ver
 the loaded step + 1, `fit`), writes its own metrics file with no step-1 row and sets the marker back
 to 2 (`_save_checkpoint` writes it after every save). The report is built last, from every launch.
 
-experiment=smoke_tiny (a model with `model.build_dir`) first builds what it runs on: `prepare`, called by
-the launcher after the plan and verl's validation (a refused config builds nothing) and before the
-first check that reads the files (the data checks and preflight; a dry run builds nothing: the plan
-reads shapes and paths from config, never the files). Each part is built once and reused when its
-marker says it is complete: the tiny policy (`python -m src.tiny_models policy`, train env), the tiny
-QE checkpoints (`python -m src.tiny_models qe`, in the scorer env: unbabel-comet), and the train/val
-parquet files (`python -m src.data.prepare` on the committed pairs, with the tiny tokenizer). Each runs
-as its own process: the builders need the other environment or torch, which the launcher never imports.
+experiment=smoke_tiny first builds what it runs on (src/pipeline/tiny_build.py). With no GPU on the
+machine, smoke_tiny and learn_tiny run on the CPU loop (`on_cpu_without_gpu`).
 """
 from __future__ import annotations
 
@@ -226,94 +220,8 @@ def check(plan, run_dir: Path, code: int, env: dict, relaunch: Callable[[dict, P
                        code or 1)
 
 
-# --- experiment=smoke_tiny: the tiny models and prompts, built at launch ---------------------------------
-
-PROMPTS_TSV = CODE_ROOT / "src" / "tiny_models" / "prompts" / "zh_en.tsv"
-QE_DIR = "qe"  # under model.build_dir; conf/experiment/smoke_tiny.yaml names the checkpoints in it
-MARKER = "tiny_build.json"  # src/tiny_models/atomic.py writes it last into a complete tree
-BUILD_TIMEOUT_S = 1800
-# policy build flags <- the model group's shape keys (src/tiny_models/policy.py PolicySpec)
-POLICY_SHAPE = {"num_layers": "--num-layers", "hidden_size": "--hidden-size",
-                "intermediate_size": "--intermediate-size", "num_attention_heads": "--num-attention-heads",
-                "num_kv_heads": "--num-kv-heads", "vocab_size": "--vocab-size"}
-BLOCK_SIZE_KEY = "actor_rollout_ref.rollout.engine_kwargs.vllm.block_size"
-
-
-def _run_step(what: str, args: list[str], environ: dict) -> str:
-    """One build step as its own process (cwd: the code, so `-m src...` finds it; offline). Returns the
-    line before its last (the builders print their status there and the tree's path last). RunError
-    with the step's last error line when it fails."""
-    env = dict(environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    try:
-        proc = subprocess.run(args, cwd=CODE_ROOT, env=env, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise RunError(f"smoke_tiny: building the {what} failed ({exc}); command: {' '.join(args)}") from None
-    if proc.returncode != 0:
-        lines = [l for l in (proc.stderr + proc.stdout).splitlines() if l.strip()]
-        last = next((l for l in reversed(lines) if l.startswith("error")), lines[-1] if lines else "no output")
-        raise RunError(f"smoke_tiny: building the {what} failed: {last.strip()[:400]} (command: {' '.join(args)})")
-    out = [l for l in proc.stdout.splitlines() if l.strip()]
-    return out[-2] if len(out) > 1 else (out[-1] if out else "")
-
-
-def _marker(path: Path) -> dict | None:
-    try:
-        return json.loads((path / MARKER).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
-def _prompts(composed: dict, policy: Path, environ: dict) -> str:
-    """Train/val parquet from PROMPTS_TSV through src.data.prepare, with the tiny tokenizer; rebuilt when
-    the pairs, the template, the prompt limit or the tokenizer change."""
-    data = composed["data"]
-    train, val = Path(data["train_files"]), Path(data["val_files"])
-    key = {"tsv": hashlib.sha256(PROMPTS_TSV.read_bytes()).hexdigest()[:16], "template": data["template"],
-           "max_prompt_tokens": data["max_prompt_length"], "tokenizer": _marker(policy),
-           "files": [str(train), str(val)]}
-    if _marker(train.parent) == key and train.is_file() and val.is_file():
-        return "reused"
-    common = [sys.executable, "-m", "src.data.prepare", "--input", str(PROMPTS_TSV), "--name", data["name"],
-              "--template", data["template"], "--tokenizer", str(policy), "--directions", "both",
-              "--max-prompt-tokens", str(data["max_prompt_length"])]
-    (train.parent / MARKER).unlink(missing_ok=True)
-    # train: every pair both ways; val: two per direction (src.data.prepare's seeded sample)
-    _run_step("train prompts", common + ["--split", "train", "--out", str(train)], environ)
-    _run_step("val prompts", common + ["--split", "val", "--max-per-direction", "2", "--out", str(val)], environ)
-    (train.parent / MARKER).write_text(json.dumps(key, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    return "built"
-
-
-def prepare(plan, composed: dict, environ: dict | None = None) -> None:
-    """Build (or reuse) the tiny policy, QE checkpoints and prompts of a model with `model.build_dir`
-    (experiment=smoke_tiny); nothing for a real model. RunError (one line) when a build fails."""
-    model = composed["model"]
-    build_dir = model.get("build_dir")
-    if not build_dir:
-        return
-    environ = dict(os.environ if environ is None else environ)
-    policy = Path(model["path"])
-    block = (plan.verl_passthrough or {}).get(BLOCK_SIZE_KEY, 16)
-    max_positions = max(4096, plan.max_prompt_length + plan.max_response_length)
-    steps = [
-        ("tiny policy", policy, lambda: _run_step(
-            "tiny policy", [sys.executable, "-m", "src.tiny_models", "policy", str(policy),
-                            *[a for k, flag in POLICY_SHAPE.items() for a in (flag, str(model[k]))],
-                            "--max-position-embeddings", str(max_positions), "--block-size", str(block)], environ)),
-        ("tiny QE checkpoints", Path(build_dir) / QE_DIR, lambda: _run_step(
-            "tiny QE checkpoints (scorer env)", [composed["scorer"]["python"], "-m", "src.tiny_models", "qe",
-                                                 str(Path(build_dir) / QE_DIR)], environ)),
-        ("prompts", Path(composed["data"]["train_files"]).parent, lambda: _prompts(composed, policy, environ)),
-    ]
-    for what, where, build in steps:
-        t0 = time.perf_counter()
-        said = build()
-        status = "reused" if "reused" in said.split(":")[0] else "built"
-        print(f"smoke_tiny: {what} {status} in {time.perf_counter() - t0:.0f} s: {where}", flush=True)
-
-
-# the experiment that needs nothing but this machine; with no GPU here it runs on the CPU loop
-CPU_CAPABLE = "experiment=smoke_tiny"
+# the experiments that need nothing but this machine; with no GPU here they run on the CPU loop
+CPU_CAPABLE = ("experiment=smoke_tiny", "experiment=learn_tiny")
 
 
 def no_gpu_here() -> bool:
@@ -325,12 +233,13 @@ def no_gpu_here() -> bool:
 
 
 def on_cpu_without_gpu(argv: list[str], gpu_absent: Callable[[], bool] = no_gpu_here) -> tuple[list[str], str | None]:
-    """`experiment=smoke_tiny` launched for real, with no accelerator= given, on a machine with no GPU: the
+    """`experiment=smoke_tiny` (or learn_tiny) launched for real, with no accelerator= given, on a machine with no GPU: the
     same run on the CPU loop (accelerator=cpu, docs/cpu-loop.md) instead of a refusal. (argv, the line
     that says so, or None when nothing changed.) A dry run plans the GPU run as asked; a sweep is left as is."""
     overrides = [a for a in argv if not a.startswith("-")]
-    if (CPU_CAPABLE not in overrides or any(a.split("=", 1)[0].lstrip("+~") == "accelerator" for a in overrides)
+    chosen = next((a for a in overrides if a in CPU_CAPABLE), None)
+    if (chosen is None or any(a.split("=", 1)[0].lstrip("+~") == "accelerator" for a in overrides)
             or any(a in ("--multirun", "-m") for a in argv) or "dry_run=true" in overrides or not gpu_absent()):
         return argv, None
-    return argv + ["accelerator=cpu"], ("no GPU on this machine: experiment=smoke_tiny runs on the CPU "
+    return argv + ["accelerator=cpu"], (f"no GPU on this machine: {chosen} runs on the CPU "
                                         "(accelerator=cpu; docs/cpu-loop.md)")

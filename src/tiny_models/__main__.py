@@ -5,8 +5,11 @@
                                           --max-position-embeddings 4096 --block-size 16]
     .venv-scorer/bin/python -m src.tiny_models qe [OUT] [--with-small]
     python -m src.tiny_models tokenizer OUT
+    python -m src.tiny_models task OUT [--train-prompts 256 --val-sentences 48]
+    python -m src.tiny_models teach BASE OUT --data TEACH.parquet [--steps 80 --lr 1e-3 --batch 32 --seed 0]
 
-`policy` runs in the train env (transformers 5.9), `qe` in the scorer env (unbabel-comet). The last
+`policy` and `teach` run in the train env (transformers 5.9), `qe` in the scorer env (unbabel-comet);
+`task` writes the synthetic task's TSV files (experiment=learn_tiny). The last
 stdout line is the absolute OUT path; bad input is one line on stderr and exit 2.
 """
 from __future__ import annotations
@@ -54,10 +57,49 @@ def _tokenizer(argv: list[str]) -> int:
     return 0
 
 
+def _task(argv: list[str]) -> int:
+    from .task import write
+
+    p = _OneLineParser(prog="python -m src.tiny_models task")
+    p.add_argument("out", type=Path)
+    p.add_argument("--train-prompts", type=int, default=256)
+    p.add_argument("--val-sentences", type=int, default=48)
+    args = p.parse_args(argv)
+    try:
+        status, paths = write(args.out, args.train_prompts, args.val_sentences)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"task {status}: " + ", ".join(p.name for p in paths.values()))
+    print(args.out.resolve())
+    return 0
+
+
+def _teach(argv: list[str]) -> int:
+    from .teach import TeachSpec, ensure_taught
+
+    p = _OneLineParser(prog="python -m src.tiny_models teach")
+    p.add_argument("base", type=Path)
+    p.add_argument("out", type=Path)
+    p.add_argument("--data", type=Path, required=True)
+    for f in fields(TeachSpec):
+        p.add_argument("--" + f.name, type=type(f.default), default=f.default)
+    args = p.parse_args(argv)
+    spec = TeachSpec(**{f.name: getattr(args, f.name) for f in fields(TeachSpec)})
+    try:
+        status = ensure_taught(args.out, args.base, args.data, spec)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"taught policy {status}: {spec}")
+    print(args.out.resolve())
+    return 0
+
+
 def main(argv: list[str]) -> int:
-    commands = {"policy": _policy, "tokenizer": _tokenizer}
+    commands = {"policy": _policy, "tokenizer": _tokenizer, "task": _task, "teach": _teach}
     if not argv or argv[0] not in (*commands, "qe"):
-        print("error: usage: python -m src.tiny_models {policy,qe,tokenizer} OUT ... (see --help of each)",
+        print("error: usage: python -m src.tiny_models {policy,qe,tokenizer,task,teach} ... (see --help of each)",
               file=sys.stderr)
         return 2
     if argv[0] == "qe":

@@ -61,17 +61,19 @@ def _kill(pids: list[int]) -> None:
 
 @pytest.fixture
 def cpu_loop(tmp_path):
-    """`run(args, timeout_s)`: `python -m src.launch accelerator=cpu ARGS` under a deadline, in a fresh output dir."""
+    """`run(args, timeout_s, env=None)`: `python -m src.launch accelerator=cpu ARGS` under a deadline, in a fresh
+    output dir (`out_name` under the test's tmp dir), with `env` added to the launcher's environment."""
     if not LOOP_PYTHON.is_file():
         pytest.fail(f"{LOOP_PYTHON} is missing: `make setup` creates the CPU loop env on a CPU machine")
     # Ray's sockets live under its temp dir: a short path (AF_UNIX paths hold 107 bytes), one per launch
     ray_tmp = Path(tempfile.mkdtemp(prefix="qerl-ray-", dir="/tmp"))
     before = leftovers.present()
 
-    def run(args: list[str], timeout_s: float) -> LoopRun:
-        out = tmp_path / "out"
+    def run(args: list[str], timeout_s: float, env: dict | None = None, out_name: str = "out") -> LoopRun:
+        out = tmp_path / out_name
+        extra = env or {}
         env = {k: v for k, v in os.environ.items() if k not in LEAKY_ENV and not k.startswith(("SLURM_", "QE_SCORER_"))}
-        env.update(RAY_TMPDIR=str(ray_tmp), PYTHONUNBUFFERED="1")
+        env.update(RAY_TMPDIR=str(ray_tmp), PYTHONUNBUFFERED="1", **extra)
         argv = [sys.executable, "-m", "src.launch", "accelerator=cpu", f"paths.output_dir={out}", *args]
         t0 = time.monotonic()
         proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

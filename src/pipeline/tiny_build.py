@@ -1,0 +1,150 @@
+"""What experiment=smoke_tiny and experiment=learn_tiny run on, built at launch (a model with `model.build_dir`).
+
+`prepare` is called by the launcher after the plan and verl's validation (a refused config builds
+nothing) and before the first check that reads the files (the data checks and preflight; a dry run
+builds nothing: the plan reads shapes and paths from config, never the files). Each part is built once
+and reused when its marker says it is complete:
+- the tiny policy (`python -m src.tiny_models policy`, train env);
+- the tiny QE checkpoints (`python -m src.tiny_models qe`, in the scorer env: unbabel-comet), when the
+  run calls a QE model;
+- the train/val parquet files (`python -m src.data.prepare`, with the tiny tokenizer) from the
+  committed pairs (smoke_tiny) or from the synthetic task (learn_tiny: `python -m src.tiny_models task`);
+- learn_tiny only: the taught policy (`python -m src.tiny_models teach`), the base policy taught the
+  synthetic task on its teaching prompts, at `model.path`.
+Each runs as its own process: the builders need the other environment or torch, which the launcher
+never imports.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+from src.config import CODE_ROOT
+
+from .errors import RunError
+
+PROMPTS_TSV = CODE_ROOT / "src" / "tiny_models" / "prompts" / "zh_en.tsv"
+QE_DIR = "qe"  # under model.build_dir; conf/experiment/smoke_tiny.yaml names the checkpoints in it
+BASE_POLICY = "policy"  # under model.build_dir: learn_tiny's untaught policy (smoke_tiny's model.path)
+TASK_DIR = "learn/task"  # under model.build_dir: the synthetic task's TSV files
+TEACH_PARQUET = "teach.parquet"  # beside data.train_files
+MARKER = "tiny_build.json"  # src/tiny_models/atomic.py writes it last into a complete tree
+BUILD_TIMEOUT_S = 1800
+# policy build flags <- the model group's shape keys (src/tiny_models/policy.py PolicySpec)
+POLICY_SHAPE = {"num_layers": "--num-layers", "hidden_size": "--hidden-size",
+                "intermediate_size": "--intermediate-size", "num_attention_heads": "--num-attention-heads",
+                "num_kv_heads": "--num-kv-heads", "vocab_size": "--vocab-size"}
+BLOCK_SIZE_KEY = "actor_rollout_ref.rollout.engine_kwargs.vllm.block_size"
+
+
+def _what(composed: dict) -> str:
+    return "learn_tiny" if composed.get("learn") else "smoke_tiny"
+
+
+def _run_step(what: str, args: list[str], environ: dict) -> str:
+    """One build step as its own process (cwd: the code, so `-m src...` finds it; offline). Returns the
+    line before its last (the builders print their status there and the tree's path last). RunError
+    with the step's last error line when it fails."""
+    env = dict(environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    try:
+        proc = subprocess.run(args, cwd=CODE_ROOT, env=env, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise RunError(f"building the {what} failed ({exc}); command: {' '.join(args)}") from None
+    if proc.returncode != 0:
+        lines = [l for l in (proc.stderr + proc.stdout).splitlines() if l.strip()]
+        last = next((l for l in reversed(lines) if l.startswith("error")), lines[-1] if lines else "no output")
+        raise RunError(f"building the {what} failed: {last.strip()[:400]} (command: {' '.join(args)})")
+    out = [l for l in proc.stdout.splitlines() if l.strip()]
+    return out[-2] if len(out) > 1 else (out[-1] if out else "")
+
+
+def _marker(path: Path) -> dict | None:
+    try:
+        return json.loads((path / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+def _prompts(composed: dict, policy: Path, environ: dict) -> str:
+    """Train/val (and learn_tiny's teaching) parquet through src.data.prepare, with the tiny tokenizer;
+    rebuilt when the pairs, the template, the prompt limit or the tokenizer change.
+    smoke_tiny: every committed pair both ways for training, two per direction for validation.
+    learn_tiny: the task's zh->en files as they are (task.py splits them)."""
+    data = composed["data"]
+    train, val = Path(data["train_files"]), Path(data["val_files"])
+    learn = bool(composed.get("learn"))
+    task = Path(composed["model"]["build_dir"]) / TASK_DIR
+    sources = ({"teach": task / "teach.tsv", "train": task / "train.tsv", "val": task / "val.tsv"} if learn
+               else {"train": PROMPTS_TSV, "val": PROMPTS_TSV})
+    key = {"tsv": {k: _sha(v) for k, v in sources.items()}, "template": data["template"],
+           "max_prompt_tokens": data["max_prompt_length"], "tokenizer": _marker(policy),
+           "files": [str(train), str(val)]}
+    if _marker(train.parent) == key and train.is_file() and val.is_file():
+        return "reused"
+    (train.parent / MARKER).unlink(missing_ok=True)
+    outs = {"train": train, "val": val, "teach": train.with_name(TEACH_PARQUET)}
+    for what, tsv in sources.items():
+        args = [sys.executable, "-m", "src.data.prepare", "--input", str(tsv), "--name", data["name"],
+                "--template", data["template"], "--tokenizer", str(policy),
+                "--max-prompt-tokens", str(data["max_prompt_length"]),
+                "--split", "val" if what == "val" else "train", "--out", str(outs[what]), "--overwrite"]
+        if not learn:
+            args += ["--directions", "both"] + (["--max-per-direction", "2"] if what == "val" else [])
+        _run_step(f"{what} prompts", args, environ)
+    (train.parent / MARKER).write_text(json.dumps(key, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return "built"
+
+
+def _steps(plan, composed: dict, environ: dict) -> list[tuple[str, Path, Callable[[], str]]]:
+    model = composed["model"]
+    build_dir = Path(model["build_dir"])
+    learn = bool(composed.get("learn"))
+    policy = build_dir / BASE_POLICY if learn else Path(model["path"])
+    block = (plan.verl_passthrough or {}).get(BLOCK_SIZE_KEY, 16)
+    max_positions = max(4096, plan.max_prompt_length + plan.max_response_length)
+    train_files = Path(composed["data"]["train_files"])
+    py = sys.executable
+    steps = [("tiny policy", policy, lambda: _run_step(
+        "tiny policy", [py, "-m", "src.tiny_models", "policy", str(policy),
+                        *[a for k, flag in POLICY_SHAPE.items() for a in (flag, str(model[k]))],
+                        "--max-position-embeddings", str(max_positions), "--block-size", str(block)], environ))]
+    if plan.scorer_models:
+        steps.append(("tiny QE checkpoints", build_dir / QE_DIR, lambda: _run_step(
+            "tiny QE checkpoints (scorer env)", [composed["scorer"]["python"], "-m", "src.tiny_models", "qe",
+                                                 str(build_dir / QE_DIR)], environ)))
+    if learn:
+        steps.append(("task", build_dir / TASK_DIR, lambda: _run_step(
+            "synthetic task", [py, "-m", "src.tiny_models", "task", str(build_dir / TASK_DIR)], environ)))
+    steps.append(("prompts", train_files.parent, lambda: _prompts(composed, policy, environ)))
+    if learn:
+        steps.append(("taught policy", Path(model["path"]), lambda: _run_step(
+            "taught policy", [py, "-m", "src.tiny_models", "teach", str(policy), model["path"],
+                              "--data", str(train_files.with_name(TEACH_PARQUET))], environ)))
+    return steps
+
+
+def prepare(plan, composed: dict, environ: dict | None = None) -> None:
+    """Build (or reuse) what a model with `model.build_dir` runs on; nothing for a real model. RunError
+    (one line) when a build fails."""
+    if not composed["model"].get("build_dir"):
+        return
+    environ = dict(os.environ if environ is None else environ)
+    what = _what(composed)
+    for part, where, build in _steps(plan, composed, environ):
+        t0 = time.perf_counter()
+        try:
+            said = build()
+        except RunError as exc:
+            raise RunError(f"{what}: {exc}", exc.code) from None
+        status = "reused" if "reused" in said.split(":")[0] else "built"
+        print(f"{what}: {part} {status} in {time.perf_counter() - t0:.0f} s: {where}", flush=True)
