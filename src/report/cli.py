@@ -184,7 +184,7 @@ def _main(argv: list[str] | None) -> int:
     p.add_argument("--max-samples-per-step", type=_positive, help="cap the validation samples shown per step")
     args = p.parse_args(argv)
     if len(args.run_dir) > 1 or is_sweep_dir(args.run_dir[0]):
-        return _compare(p, args)
+        return _compare(args)
     try:
         report = build_report(args.run_dir[0], args.out, args.verl_config, args.gpus, args.prompts_per_step,
                               args.samples_per_prompt, args.max_samples_per_step)
@@ -199,12 +199,13 @@ def _main(argv: list[str] | None) -> int:
     return 0
 
 
-def _compare(p: argparse.ArgumentParser, args) -> int:
+def _compare(args: argparse.Namespace) -> int:
     one_run = [f"--{k.replace('_', '-')}" for k in ("verl_config", "gpus", "prompts_per_step", "samples_per_prompt",
                                                     "max_samples_per_step") if getattr(args, k) is not None]
     if one_run:
-        p.error(f"{', '.join(one_run)} applies to one run's report, not to a comparison of several runs; "
-                f"leave it out, or report one run dir")
+        sys.stderr.write(f"report: error: {', '.join(one_run)} applies to one run's report, not to a comparison "
+                         f"of several runs; leave it out, or report one run dir\n")
+        return EXIT_BAD_INPUT
     try:
         comparison = build_comparison(args.run_dir, args.out)
     except RunDirError as e:

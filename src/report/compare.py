@@ -93,9 +93,12 @@ class Configuration:
     params: dict[str, str]
     runs: list[RunEntry]
     metrics: dict[str, MetricResult] = field(default_factory=dict)
+    unrecorded: str = ""  # the dir name of a run that records no configuration (its own configuration)
 
     @property
     def label(self) -> str:
+        if self.unrecorded:
+            return f"{self.unrecorded} (no recorded config)"
         return " ".join(f"{k}={v}" for k, v in self.params.items()) or "defaults"
 
     @property
@@ -191,8 +194,9 @@ def compare(entries: list[RunEntry], loaded: dict[Path, RunData], unusable: dict
     swept = sorted({k for e in entries for k in e.params} - {SEED})
     groups: dict[tuple, Configuration] = {}
     for e in entries:
-        key = tuple(e.params.get(k, "-") for k in swept)
-        groups.setdefault(key, Configuration({k: v for k, v in zip(swept, key)}, [])).runs.append(e)
+        params = {k: e.params.get(k, "-") for k in swept}
+        key = tuple(params.values()) if e.recorded else ("unrecorded", str(e.run_dir))
+        groups.setdefault(key, Configuration(params, [], unrecorded="" if e.recorded else e.name)).runs.append(e)
     metrics, absent = metrics_of(list(loaded.values()))
     for config in groups.values():
         for m in metrics:
@@ -201,5 +205,6 @@ def compare(entries: list[RunEntry], loaded: dict[Path, RunData], unusable: dict
             result = result_of(series, m.better)
             if result is not None:
                 config.metrics[m.name] = result
-    configurations = sorted(groups.values(), key=lambda c: [c.params[k] for k in swept])
+    configurations = sorted(groups.values(), key=lambda c: (bool(c.unrecorded), [c.params[k] for k in swept],
+                                                             c.unrecorded))
     return Comparison(swept, configurations, metrics, absent, unusable)

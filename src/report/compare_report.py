@@ -24,7 +24,7 @@ from .compare import compare
 from .compare_page import COMPARE_HEADER, render_html, render_json, render_markdown
 from .compare_plots import file_name, plot_metric
 from .run_files import RunDirError, load_run
-from .sweep_dirs import find_runs, is_run_dir, sweep_runs
+from .sweep_dirs import dry_run, find_runs, is_run_dir, sweep_runs
 
 COMPARE_DIR = "compare"
 PAGES = ("compare.md", "compare.html", "compare.json")
@@ -85,11 +85,12 @@ def build_comparison(paths: list[Path], out_dir: Path | None = None) -> CompareF
         try:
             loaded[e.run_dir] = load_run(e.run_dir)
         except RunDirError as err:  # no step logged yet, or a record it cannot read: shown, not fatal
-            unusable[e.run_dir] = str(err)
+            unusable[e.run_dir] = ("a dry run (dry_run=true): planned and snapshotted, never trained"
+                                   if dry_run(e.run_dir) else str(err))
     if not loaded:
         first = entries[0].run_dir
-        raise RunDirError(f"none of the {len(entries)} runs has metrics to compare (first, {first}: "
-                          f"{unusable[first]})")
+        raise RunDirError(f"none of the {len(entries)} runs has metrics to compare ({first}: {unusable[first]}); "
+                          f"compare runs that trained at least one step")
     comparison = compare(entries, loaded, unusable)
     title = paths[0].name if len(paths) == 1 else f"{len(entries)} runs"
     try:

@@ -52,6 +52,9 @@ class RunEntry:
     seed: int | None = None
     state: str = UNKNOWN
     error: str | None = None
+    # False: the run records none of what the others are described by (a run dir an old version
+    # wrote): it is a configuration of its own, named by its dir
+    recorded: bool = True
 
     @property
     def name(self) -> str:
@@ -135,36 +138,54 @@ def _seed(run_dir: Path, overrides: dict, composed, ident: dict) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def dry_run(run_dir: Path) -> bool:
+    """The run was a dry run (its composed config says so): planned and snapshotted, never trained."""
+    return _select(_yaml(run_dir / snapshot.SNAPSHOT / snapshot.COMPOSED), "dry_run") is True
+
+
 def _is_parameter(key: str) -> bool:
     return key != SEED and not key.startswith(_NOT_PARAMETERS) and not key.endswith(f".{SEED}")
 
 
+def _checkpoint_dir(run_dir: Path) -> Path:
+    """Where the run's identity file is: the checkpoint dir its verl config names, or the dir itself
+    (a checkpoint dir given directly)."""
+    verl = _yaml(run_dir / snapshot.SNAPSHOT / snapshot.VERL_CONFIG)
+    ckpt = _select(verl, "trainer.default_local_dir")
+    return Path(str(ckpt)) if ckpt else run_dir
+
+
 def describe(run_dirs: list[Path], rows_by_dir: dict[Path, dict]) -> list[RunEntry]:
     """Each run with the parameters that differ between the runs (the swept ones), its seed and its
-    outcome (`rows_by_dir`: the sweep summaries' rows by resolved run dir)."""
+    outcome (`rows_by_dir`: the sweep summaries' rows by resolved run dir).
+
+    The parameters are the command line's overrides when every run has a snapshot; else the
+    recorded training config (run_identity.json) when every run has one; a run without the
+    record the others are described by is a configuration of its own (`recorded` False)."""
     overrides = {d: _overrides(d) for d in run_dirs}
     composed = {d: _yaml(d / snapshot.SNAPSHOT / snapshot.COMPOSED) for d in run_dirs}
-    idents = {d: _identity(d) for d in run_dirs}
-    # a run without a snapshot (a checkpoint dir) is described by its recorded training config
-    raw: dict[Path, dict[str, str]] = {}
+    idents = {d: _identity(_checkpoint_dir(d)) for d in run_dirs}
+    has_snapshot = {d: bool(overrides[d]) or composed[d] is not None for d in run_dirs}
+    by_identity = not all(has_snapshot.values()) and all(idents.values())
+    raw: dict[Path, dict[str, str] | None] = {}
     for d in run_dirs:
-        if overrides[d] or composed[d] is not None:
-            raw[d] = {k: v for k, v in overrides[d].items() if _is_parameter(k)}
+        if by_identity:
+            raw[d] = {k: v if isinstance(v, str) else json.dumps(v) for k, v in idents[d].items() if _is_parameter(k)}
         else:
-            raw[d] = {k: json.dumps(v) if not isinstance(v, str) else v for k, v in idents[d].items() if _is_parameter(k)}
-    keys = sorted({k for params in raw.values() for k in params})
-    filled = {}
-    for d in run_dirs:
-        filled[d] = {k: raw[d].get(k, _composed_value(composed[d], k)) for k in keys}
-    swept = [k for k in keys if len({filled[d][k] for d in run_dirs}) > 1]
+            raw[d] = {k: v for k, v in overrides[d].items() if _is_parameter(k)} if has_snapshot[d] else None
+    keys = sorted({k for params in raw.values() if params for k in params})
+    filled = {d: {k: raw[d].get(k, None if by_identity else _composed_value(composed[d], k)) for k in keys}
+              for d in run_dirs if raw[d] is not None}
+    swept = [k for k in keys if len({filled[d][k] for d in filled}) > 1]
     entries = []
     for d in run_dirs:
         row = rows_by_dir.get(d.resolve())
         state = _STATE_OF_ROW.get(row.get("state"), UNKNOWN) if row else UNKNOWN
-        entries.append(RunEntry(
-            run_dir=d, params={k: filled[d][k] if filled[d][k] is not None else "-" for k in swept},
-            seed=_seed(d, overrides[d], composed[d], idents[d]), state=state,
-            error=row.get("error") if row and state == FAILED else None))
+        params = {k: filled[d][k] if filled[d][k] is not None else "-" for k in swept} if d in filled else \
+            {k: "?" for k in swept}
+        entries.append(RunEntry(run_dir=d, params=params, seed=_seed(d, overrides[d], composed[d], idents[d]),
+                                state=state, error=row.get("error") if row and state == FAILED else None,
+                                recorded=d in filled))
     return entries
 
 

@@ -10,12 +10,14 @@ a batch and by the V1 trainer's `_val_metrics_update`, so names and layout are w
 """
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import torch
 import yaml
 
+from src.record import identity as run_identity
 from src.record import sweep_summary
 from tests.launcher.conftest import launch
 
@@ -93,7 +95,12 @@ def write_metrics(run_dir: Path, algo: str, seed: int, steps: int) -> Path:
     from verl.utils.tracking import FileLogger
 
     verl_cfg = yaml.safe_load((run_dir / "snapshot" / "verl_config.yaml").read_text())
-    path = Path(verl_cfg["trainer"]["default_local_dir"]) / "metrics" / f"20261126-000000-{run_dir.name}.jsonl"
+    plan = json.loads((run_dir / "snapshot" / "plan.json").read_text())
+    ckpt = Path(verl_cfg["trainer"]["default_local_dir"])
+    # what the first real launch writes into its checkpoint dir (src/pipeline/run.py)
+    models = {m["name"]: {"path": m["path"], "kind": m["kind"]} for m in plan["scorer"]["models"]}
+    run_identity.record(ckpt, run_identity.identity(verl_cfg, models), plan["run_id"], None)
+    path = ckpt / "metrics" / f"20261126-000000-{run_dir.name}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     old = os.environ.get("VERL_FILE_LOGGER_PATH")
     os.environ["VERL_FILE_LOGGER_PATH"] = str(path)
