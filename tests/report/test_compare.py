@@ -14,6 +14,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
 from src.record import sweep_summary
 from src.report.cli import main
@@ -51,8 +52,7 @@ def _logged(sweep: Path) -> dict[tuple[str, int], dict[int, dict]]:
     """{(algo, seed): {step: {metric: value}}} read from the metrics files with json only."""
     out = {}
     for key, run in sb.runs_by_params(sweep).items():
-        ckpt = json.loads(json.dumps(__import__("yaml").safe_load(
-            (run / "snapshot" / "verl_config.yaml").read_text())))["trainer"]["default_local_dir"]
+        ckpt = yaml.safe_load((run / "snapshot" / "verl_config.yaml").read_text())["trainer"]["default_local_dir"]
         steps: dict[int, dict] = {}
         for f in sorted((Path(ckpt) / "metrics").glob("*.jsonl")):
             for line in f.read_text().splitlines():
@@ -198,8 +198,8 @@ def test_run_dirs_given_one_by_one_and_older_layouts(sweep, built_run, tmp_path,
     """Two runs of the sweep, a run dir of an older layout (metrics.jsonl and a verl config in its
     snapshot only: no overrides, no composed config, no plan) and a checkpoint dir given directly."""
     runs = sb.runs_by_params(sweep)
-    ckpt = __import__("yaml").safe_load((runs[("dapo", 1)] / "snapshot" / "verl_config.yaml").read_text())[
-        "trainer"]["default_local_dir"]
+    ckpt = yaml.safe_load((runs[("dapo", 1)] / "snapshot" / "verl_config.yaml").read_text())["trainer"][
+        "default_local_dir"]
     out = tmp_path / "cmp"
     assert main([str(runs[("grpo", 1)]), str(runs[("dapo", 2)]), str(built_run), ckpt, "--out", str(out)]) == 0
     body = json.loads((out / "compare.json").read_text())
