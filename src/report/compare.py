@@ -30,7 +30,7 @@ from src.scorer.vocabulary import scale_of
 
 from .run_files import RunData
 from .series import TRAIN_SCORE
-from .sweep_dirs import SEED, RunEntry
+from .sweep_dirs import RunEntry
 
 HIGHER, LOWER = "higher", "lower"
 # (verl's name, title, table header, which way is better; None: neither)
@@ -191,7 +191,7 @@ class Comparison:
 
 def compare(entries: list[RunEntry], loaded: dict[Path, RunData], unusable: dict[Path, str]) -> Comparison:
     """`loaded`: run dir -> its data, for the runs that have metrics."""
-    swept = sorted({k for e in entries for k in e.params} - {SEED})
+    swept = sorted({k for e in entries for k in e.params})  # the seed is never one (sweep_dirs)
     groups: dict[tuple, Configuration] = {}
     for e in entries:
         params = {k: e.params.get(k, "-") for k in swept}

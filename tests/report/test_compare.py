@@ -194,6 +194,31 @@ def test_runs_still_training_and_sweeps_without_a_summary(sweep, tmp_path):
     assert {r["state"] for r in runs} == {"no record"}
 
 
+def test_a_slurm_sweep_dir(sweep, tmp_path):
+    """A Slurm sweep's dir: the code snapshot and submitit's folder beside the run dirs, and the
+    submitter's summary rows (job ids, requests) naming the run dirs where they were at submission."""
+    copy = tmp_path / sweep.name
+    shutil.copytree(sweep, copy, ignore=shutil.ignore_patterns("compare", "summary.json"))
+    (copy / "code" / "src").mkdir(parents=True)
+    (copy / "code" / "CODE_SNAPSHOT.json").write_text("{}")
+    (copy / ".submitit" / "4242_0").mkdir(parents=True)
+    jobs = []
+    for i, ((algo, seed), run) in enumerate(sorted(sb.runs_by_params(copy).items())):
+        failed = (algo, seed) == ("dapo", 2)
+        jobs.append(sweep_summary.SweepJob(
+            idx=i, overrides=[f"algo={algo}", f"seed={seed}"], run_dir=f"/elsewhere/at/submission/{run.name}",
+            params={"gpus_per_node": 4, "cpus_per_task": 22, "nodes": 1}, job_id=f"4242_{i}",
+            state=sweep_summary.FAILED if failed else sweep_summary.SUCCEEDED,
+            error="UncompletedJobError: job 4242_3 was killed (Slurm state: OUT_OF_MEMORY)" if failed else None))
+    sweep_summary.write(copy / sweep_summary.SUMMARY_FILE, jobs)
+    assert main([str(copy)]) == 0
+    body = json.loads((copy / "compare" / "compare.json").read_text())
+    assert len(body["runs"]) == 4 and body["swept"] == ["algo"]
+    states = {(r["params"]["algo"], r["seed"]): (r["state"], r["error"]) for r in body["runs"]}
+    assert states[("dapo", 2)] == ("failed", "UncompletedJobError: job 4242_3 was killed (Slurm state: OUT_OF_MEMORY)")
+    assert {v[0] for k, v in states.items() if k != ("dapo", 2)} == {"done"}
+
+
 def test_run_dirs_given_one_by_one_and_older_layouts(sweep, built_run, tmp_path, capsys):
     """Two runs of the sweep, a run dir of an older layout (metrics.jsonl and a verl config in its
     snapshot only: no overrides, no composed config, no plan) and a checkpoint dir given directly."""
