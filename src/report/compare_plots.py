@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from .compare import Comparison, Metric  # noqa: E402
+from .sweep_dirs import FAILED  # noqa: E402
 
 
 def file_name(metric: Metric) -> str:
@@ -30,7 +31,7 @@ def plot_metric(comparison: Comparison, metric: Metric) -> Figure:
         curve, color = result.curve, colors[i % len(colors)]
         x = curve.index.to_numpy()
         seeds = f"{result.runs} seed{'s' if result.runs != 1 else ''}"
-        failed = config.states().get("failed", 0)
+        failed = config.states().get(FAILED, 0)
         label = f"{config.label} ({seeds}" + (f", {failed} failed" if failed else "") + ")"
         marker = "o" if metric.name.startswith("val-") else None  # validation: every test_freq steps
         ax.plot(x, curve["mean"].to_numpy(), color=color, label=label, marker=marker, markersize=3.5,

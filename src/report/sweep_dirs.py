@@ -8,16 +8,18 @@ themselves lie in each run's checkpoint dir under `results/`, which the run's ve
 (run_files.py reads them there). A run dir may also be given directly, or a checkpoint dir
 (`results/.../seed1-<id>/`: its `metrics/` and `run_identity.json`).
 
-What a run is trained with comes from what it recorded, newest layout first:
+What a run is trained with comes from what it recorded:
 - `snapshot/overrides.yaml`: the command line's `key=value` overrides (a sweep's swept values);
   a key another run set and this one did not is read from `snapshot/composed.yaml` (a group's
   choice by its `name`: `algo` -> `grpo`);
-- `run_identity.json` in the checkpoint dir (the training config the run id hashes) when the
-  run dir has no snapshot (a checkpoint dir given directly);
-- the seed from `snapshot/plan.json`, `composed.yaml`, the overrides, or a `seed<N>` in the dir's
-  name (the checkpoint dir's naming), in that order.
+- when some run has no snapshot (a checkpoint dir given directly) but every run has a
+  `run_identity.json` (the training config the run id hashes, in the checkpoint dir the verl
+  config names): verl's keys from it instead, for every run;
+- the seed from `snapshot/plan.json`, `composed.yaml`, the overrides, the identity's `data.seed`,
+  or a `seed<N>` in the dir's name (the checkpoint dir's naming), in that order.
 Every one of these may be missing in a run dir an older version of the project wrote: what is
-missing is left out, never guessed.
+missing is left out, never guessed; a run that records none of what the others are described by
+is a configuration of its own.
 """
 from __future__ import annotations
 
