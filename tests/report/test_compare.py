@@ -1,8 +1,8 @@
 """`python -m src.report <sweep dir>` and `python -m src.report RUN_DIR RUN_DIR ...` (issue 36 parts 4-5).
 
-The README's "Compare algorithms" task, run: the sweep is a real local dry-run sweep (`algo=grpo,dapo
-seed=1,2`: real snapshots and summary.json), then `python -m src.report <sweep dir>` (src.report's main)
-whose runs then get metrics files in verl's own file-logger format (tests/report/sweep_builder.py):
+The README's "Compare algorithms" task, run: a real local dry-run sweep (`algo=grpo,dapo seed=1,2`:
+real snapshots and summary.json) whose runs then get metrics files in verl's own file-logger format
+(tests/report/sweep_builder.py), compared by `python -m src.report <sweep dir>` (src.report's main):
 grpo's two seeds train 6 steps, dapo seed 1 trains 6 and dapo seed 2 fails after 3 (its summary row
 says failed, with an error carrying markup). compare.json's numbers are checked against the values
 the builder logged, computed here from its formulas and from the files read with `json` only; the
