@@ -300,8 +300,9 @@ def named_files():
 # a page named without its folder (`RESULTS.md`): a Markdown file of the repo. Only .md:
 # bare .py/.yaml names in comments are mostly verl's, comet's or Ray's files, cited on purpose.
 BARE = re.compile(r"(?<![\w./~$-])([A-Za-z][\w-]*\.md)\b(?![/\w])")
-# pages the project writes into run and evaluation dirs (src/report/summary.py, src/evaluate/outputs.py)
-WRITTEN_PAGES = {"summary.md", "scores.md"}
+# pages the project writes into run, sweep and evaluation dirs (src/report/summary.py,
+# src/report/compare_report.py, src/evaluate/outputs.py)
+WRITTEN_PAGES = {"summary.md", "compare.md", "scores.md"}
 
 
 def bare_file_names():

@@ -28,7 +28,8 @@ ALLOWED = {
     # rewards, report and evaluate import src.scorer.vocabulary (stdlib only): the severity names,
     # model kind -> metric and /score item building the service and its clients share, one copy
     "rewards": {"data", "scorer"},
-    "report": {"data", "scorer"},
+    # + src.record: the snapshot's file names, the identity file and the sweep summary it compares runs by
+    "report": {"data", "record", "scorer"},
     # config.dotted.flatten: the one flatten, shared with the run identity (record)
     # + src.scorer.config KINDS (stdlib + PyYAML): the backend of a QE model's kind sizes its memory
     "plan": {"config", "rewards", "scorer"},

@@ -21,14 +21,17 @@ from src.node import environment, preflight, ray_cluster, scorer_service, traini
 from src.plan import PlanError, RunPlan, build_plan
 from src.plan.table import render as render_plan
 from src.record import identity, snapshot
+from src.record.sweep_summary import FAILED, PENDING, SUCCEEDED
 from src.slurm.task import slurm_task
 from src.verl_config import checks as verl_checks
 
-from . import learning, smoke, tiny_build
+from . import learning, local_sweep, smoke, tiny_build
 from .errors import INTERRUPTED_EXIT, USAGE_EXIT, RunError, UsageError, verl_reason
 from .lineage import Lineage, identify, lineage_line, verl_config_for
 from .preset import moved_geometry_note
 from .precheck import check_data_files, debug, detected_gpu_memory, not_writable, outside_multi_node_job
+
+TRAIN_LOG = "train.log"  # the training command's output, in the run dir
 
 
 def execute(composed: dict, overrides: list[str], run_dir: Path, environ: dict | None = None,
@@ -168,7 +171,7 @@ def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dic
         # Ray gets the CPUs Slurm granted this task and the training GPUs (not the scorer's)
         services.append(lambda e: ray_cluster.head(task, plan.nodes, task.cpus or plan.node_cpus, plan.gpus_per_node,
                                                    run_dir, e))
-    log = run_dir / "train.log"
+    log = run_dir / TRAIN_LOG
     # in a Slurm job: the time-limit signal has the step in progress saved, then the job requeued
     watch = (training.TimeLimitWatch(plan.checkpoint_dir, plan.time_limit.stop_by_s)
              if task is not None and plan.time_limit is not None else None)
@@ -260,10 +263,14 @@ def hydra_task(cfg) -> None:
     if hc.mode == RunMode.MULTIRUN:
         # the sweep's dir names it (timestamped once per sweep; a requeued job keeps it)
         environ.setdefault("QE_RL_SWEEP", "sweep-" + Path(hc.sweep.dir).name)
+    log = Path(hc.runtime.output_dir) / TRAIN_LOG
+    # a local sweep's summary.json, row by row (a Slurm sweep's is its submitter's)
+    local_sweep.record(hc, log, PENDING)
     try:
         run(composed, list(hc.overrides.task), Path(hc.runtime.output_dir), environ)
     except RunError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        local_sweep.record(hc, log, FAILED, str(exc))
         if hc.mode == RunMode.MULTIRUN:
             raise  # the sweep goes on; the launcher reports this job with its overrides and log
         sys.exit(exc.code)
@@ -272,4 +279,9 @@ def hydra_task(cfg) -> None:
         # services are stopped. No result is written, so a requeued job simply runs again.
         print(f"stopped ({exc or 'interrupt'}): a requeued or resumed run continues from the last checkpoint "
               f"in the checkpoint dir", file=sys.stderr)
+        local_sweep.record(hc, log, FAILED, f"stopped ({exc or 'interrupt'})")
         sys.exit(INTERRUPTED_EXIT)
+    except Exception as exc:  # a bug, not a refusal: recorded, then Hydra shows it as ever
+        local_sweep.record(hc, log, FAILED, f"{type(exc).__name__}: {exc}")
+        raise
+    local_sweep.record(hc, log, SUCCEEDED)

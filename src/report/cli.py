@@ -1,4 +1,6 @@
-"""`python -m src.report RUN_DIR [--out DIR] [--verl-config FILE] [--gpus N ...]`.
+"""`python -m src.report RUN_DIR [--out DIR] [--verl-config FILE] [--gpus N ...]`, or a comparison:
+`python -m src.report SWEEP_DIR [--out DIR]`, `python -m src.report RUN_DIR RUN_DIR ... [--out DIR]`
+(compare_report.py).
 
 Reads what verl writes into the run directory (see run_files.py for the exact files and the verl
 settings that produce them) and writes into `<run>/report/`:
@@ -29,6 +31,7 @@ from pathlib import Path
 from src.data.safe_write import dir_mode, file_mode, new_dir_beside, os_reason, writable_dir_problem
 
 from . import plots
+from .compare_report import CompareWriteError, build_comparison, is_sweep_dir
 from .run_files import RunDirError, load_run, no_val_samples_reason
 from .samples_page import render_samples_page
 from .series import gpu_wait_share, held_out_panels, reward_panels, step_time_breakdown, throughput
@@ -164,10 +167,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    p = _OneLineParser(prog="python -m src.report", description="Plots and pages from a verl run directory.")
-    p.add_argument("run_dir", type=Path)
-    p.add_argument("--out", type=Path, help="output directory (default: RUN_DIR/report); new, empty, or a "
-                                            "previous report")
+    p = _OneLineParser(prog="python -m src.report",
+                       description="Plots and pages from a verl run directory; given a sweep dir or several run "
+                                   "dirs, one comparison across their runs.")
+    p.add_argument("run_dir", type=Path, nargs="+", metavar="DIR",
+                   help="a run dir (outputs/runs/<run>); or a sweep dir (outputs/multirun/<date>), or several run "
+                        "dirs, to compare")
+    p.add_argument("--out", type=Path, help="output directory (default: RUN_DIR/report; a comparison: "
+                                            "SWEEP_DIR/compare); new, empty, or a previous report")
     p.add_argument("--verl-config", type=Path,
                    help="the run's resolved verl config (default: RUN_DIR/snapshot/verl_config.yaml)")
     p.add_argument("--gpus", type=_positive,
@@ -176,8 +183,10 @@ def _main(argv: list[str] | None) -> int:
     p.add_argument("--samples-per-prompt", type=_positive, help="actor_rollout_ref.rollout.n")
     p.add_argument("--max-samples-per-step", type=_positive, help="cap the validation samples shown per step")
     args = p.parse_args(argv)
+    if len(args.run_dir) > 1 or is_sweep_dir(args.run_dir[0]):
+        return _compare(args)
     try:
-        report = build_report(args.run_dir, args.out, args.verl_config, args.gpus, args.prompts_per_step,
+        report = build_report(args.run_dir[0], args.out, args.verl_config, args.gpus, args.prompts_per_step,
                               args.samples_per_prompt, args.max_samples_per_step)
     except RunDirError as e:
         sys.stderr.write(f"report: error: {' '.join(str(e).splitlines())}\n")
@@ -187,4 +196,24 @@ def _main(argv: list[str] | None) -> int:
         return EXIT_WRITE_FAILED
     print(report.files["summary"].read_text(encoding="utf-8"))
     print(f"report written to {report.out_dir}")
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    one_run = [f"--{k.replace('_', '-')}" for k in ("verl_config", "gpus", "prompts_per_step", "samples_per_prompt",
+                                                    "max_samples_per_step") if getattr(args, k) is not None]
+    if one_run:
+        sys.stderr.write(f"report: error: {', '.join(one_run)} applies to one run's report, not to a comparison "
+                         f"of several runs; leave it out, or report one run dir\n")
+        return EXIT_BAD_INPUT
+    try:
+        comparison = build_comparison(args.run_dir, args.out)
+    except RunDirError as e:
+        sys.stderr.write(f"report: error: {' '.join(str(e).splitlines())}\n")
+        return EXIT_BAD_INPUT
+    except CompareWriteError as e:
+        sys.stderr.write(f"report: error: {' '.join(str(e).splitlines())}\n")
+        return EXIT_WRITE_FAILED
+    print(comparison.files["compare.md"].read_text(encoding="utf-8"))
+    print(f"comparison written to {comparison.out_dir}")
     return 0

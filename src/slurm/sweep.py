@@ -9,43 +9,24 @@ SlurmLauncher, extended):
   a job array, so a sweep over gpus= is one array per GPU count;
 - the submitter waits for all jobs, prints each failed job with its overrides, error and log
   path as soon as it ends, then a summary of which jobs succeeded and which failed (also in
-  `<sweep dir>/summary.json`), and exits 1 if any failed. A job whose run failed is a failure
-  here even when Slurm says COMPLETED (the job caught the error and returned it). The exit is
-  a SystemExit after the summary, not an exception through Hydra, whose handler would add a
-  stack-trace hint and a second, longer copy of the first failure;
+  `<sweep dir>/summary.json`: src/record/sweep_summary.py, the writer a local sweep shares), and
+  exits 1 if any failed. A job whose run failed is a failure here even when Slurm says COMPLETED
+  (the job caught the error and returned it);
 - a requeued job (preemption, `scontrol requeue`, or submitit's resubmission before the time
   limit) runs the same pickled job again: same overrides, same timestamped sweep dir (Hydra's
   cached ${now:}), hence the same run dir, whose snapshot it reuses, and the same checkpoint dir.
 """
 from __future__ import annotations
 
-import dataclasses
-import json
 import sys
 import time
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
+
+from src.record import sweep_summary
+from src.record.sweep_summary import FAILED, PENDING, SUCCEEDED, SweepJob
 
 POLL_S = 1.0
-FAILED_EXIT = 1
-
-
-@dataclasses.dataclass
-class SweepJob:
-    idx: int
-    overrides: list[str]
-    run_dir: Optional[str]
-    params: dict
-    # dry_run=true: planned and snapshotted here, in the submitting process; nothing is submitted
-    dry: bool = False
-    job_id: Optional[str] = None
-    log: Optional[str] = None
-    state: str = "pending"   # pending | succeeded | failed
-    error: Optional[str] = None
-    result: Any = dataclasses.field(default=None, repr=False)
-
-    def label(self) -> str:
-        return f"#{self.idx} job {self.job_id} ({' '.join(self.overrides) or 'defaults'})"
 
 
 # ---------------------------------------------------------------------------------------
@@ -150,7 +131,7 @@ def _dry_run_here(launcher, jobs: list[SweepJob], sweep_dir: Path) -> None:
         reason = test_only(group[0].params, sweep_dir / ".submitit-test-only")
         if reason is not None:
             for job in group:
-                job.job_id, job.state, job.error = "(dry run)", "failed", _refusal(reason, job.params)
+                job.job_id, job.state, job.error = "(dry run)", FAILED, _refusal(reason, job.params)
                 print(f"[sweep] FAILED {job.label()}: {job.error}", file=sys.stderr, flush=True)
             continue
         print(f"[sweep] dry run: Slurm would accept {request_text(group[0].params)} for "
@@ -164,10 +145,10 @@ def _dry_run_here(launcher, jobs: list[SweepJob], sweep_dir: Path) -> None:
                           job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
             job.job_id, job.result = "(dry run)", ret
             if ret.status == JobStatus.COMPLETED:
-                job.state = "succeeded"
+                job.state = SUCCEEDED
             else:
                 err = ret._return_value
-                job.state, job.error = "failed", f"{type(err).__name__}: {err}"
+                job.state, job.error = FAILED, f"{type(err).__name__}: {err}"
 
 
 def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> list:
@@ -187,7 +168,7 @@ def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: in
         sweep_dir.mkdir(parents=True, exist_ok=True)
         _dry_run_here(launcher, [job for job in everything if job.dry], sweep_dir)
     if not jobs:
-        return _report(everything, sweep_dir)
+        return sweep_summary.report(everything, sweep_dir)
 
     sweep_dir.mkdir(parents=True, exist_ok=True)
     code_snapshot.write(code_dir)
@@ -210,7 +191,7 @@ def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: in
             lines = [l.strip() for l in str(exc).splitlines() if l.strip()]
             reason = next((l for l in lines if "error" in l.lower()), lines[-1] if lines else type(exc).__name__)
             for job in group:
-                job.job_id, job.state, job.error = "(not submitted)", "failed", _refusal(reason, job.params)
+                job.job_id, job.state, job.error = "(not submitted)", FAILED, _refusal(reason, job.params)
                 print(f"[sweep] FAILED {job.label()}: {job.error}", file=sys.stderr, flush=True)
             continue
         p = group[0].params
@@ -222,10 +203,10 @@ def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: in
     try:
         _wait(submitted)
     except KeyboardInterrupt:
-        ids = " ".join(j.job_id for j, _ in submitted if j.state == "pending")
+        ids = " ".join(j.job_id for j, _ in submitted if j.state == PENDING)
         print(f"\n[sweep] interrupted: the jobs keep running on Slurm; to stop them: scancel {ids}", file=sys.stderr)
         raise
-    return _report(everything, sweep_dir)
+    return sweep_summary.report(everything, sweep_dir)
 
 
 def _wait(submitted: list) -> None:
@@ -237,7 +218,7 @@ def _wait(submitted: list) -> None:
                 continue
             pending.remove(item)
             _collect(job, sjob)
-            if job.state == "failed":
+            if job.state == FAILED:
                 print(f"[sweep] FAILED {job.label()}: {job.error}\n"
                       f"        log: {job.log}\n        run dir: {job.run_dir}", file=sys.stderr, flush=True)
             else:
@@ -252,7 +233,7 @@ def _collect(job: SweepJob, sjob) -> None:
     try:
         results = sjob.results()  # one JobReturn per task (node)
     except Exception as exc:  # the job died or raised outside the run: submitit's error
-        job.state, job.error = "failed", _submitit_error(exc, sjob)
+        job.state, job.error = FAILED, _submitit_error(exc, sjob)
         return
     job.result = results[0]
     bad = [(rank, r) for rank, r in enumerate(results) if r.status != JobStatus.COMPLETED]
@@ -260,9 +241,9 @@ def _collect(job: SweepJob, sjob) -> None:
         rank, r = bad[0]
         where = f"node {rank}: " if len(results) > 1 else ""
         err = r._return_value
-        job.state, job.error = "failed", f"{where}{type(err).__name__}: {err}"
+        job.state, job.error = FAILED, f"{where}{type(err).__name__}: {err}"
     else:
-        job.state = "succeeded"
+        job.state = SUCCEEDED
 
 
 def _submitit_error(exc: Exception, sjob) -> str:
@@ -280,35 +261,6 @@ def _submitit_error(exc: Exception, sjob) -> str:
         state = "?"
     tail = f"; last error line: {lines[-1]}" if len(lines) > 3 else ""
     return f"{type(exc).__name__}: {' '.join(lines[:2])} (Slurm state: {state}){tail}"
-
-
-def _report(jobs: list[SweepJob], sweep_dir: Path) -> list:
-    failed = [j for j in jobs if j.state != "succeeded"]
-    lines = [f"[sweep] summary: {len(jobs) - len(failed)} succeeded, {len(failed)} failed "
-             f"({sweep_dir / 'summary.json'})"]
-    for job in jobs:
-        lines.append(f"  {'ok    ' if job.state == 'succeeded' else 'FAILED'} {job.label()}"
-                     + ("" if job.state == "succeeded" else f"\n           {job.error}"
-                        + (f"\n           log: {job.log}" if job.log else "")))
-    print("\n".join(lines), file=sys.stderr, flush=True)
-    _write_summary(sweep_dir / "summary.json", jobs)
-    if failed:
-        print(f"{len(failed)} of {len(jobs)} jobs of the sweep failed: "
-              + ", ".join(f"#{j.idx} (job {j.job_id})" for j in failed), file=sys.stderr, flush=True)
-        raise SystemExit(FAILED_EXIT)
-    return [job.result for job in jobs]
-
-
-def _write_summary(path: Path, jobs: list[SweepJob]) -> None:
-    rows = {}
-    if path.exists():  # a sweep launched in several batches
-        rows = {r["idx"]: r for r in json.loads(path.read_text(encoding="utf-8"))}
-    for j in jobs:
-        rows[j.idx] = {"idx": j.idx, "job_id": j.job_id, "overrides": j.overrides, "state": j.state,
-                       "error": j.error, "log": j.log, "run_dir": j.run_dir,
-                       "gpus_per_node": j.params.get("gpus_per_node"), "cpus_per_task": j.params.get("cpus_per_task"),
-                       "nodes": j.params.get("nodes")}
-    path.write_text(json.dumps([rows[k] for k in sorted(rows)], indent=2) + "\n", encoding="utf-8")
 
 
 # ---------------------------------------------------------------------------------------

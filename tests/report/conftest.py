@@ -6,6 +6,7 @@ import pytest
 
 from tests.fixtures.tiny_tokenizer import build_tiny_tokenizer
 
+from .browser import Browser, chromium
 from .run_builder import build_run
 
 
@@ -41,3 +42,13 @@ def metricx_run(tmp_path_factory, report_tokenizer):
     """The held-out run with MetricX-24 logged at validation too (raw, 0-25, lower is better)."""
     return build_run(tmp_path_factory.mktemp("runs") / "grpo-xcomet-metricx", report_tokenizer, held_out=True,
                      metricx=True)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    """One headless chromium per test module (tests/report/browser.py)."""
+    chromium()
+    tmp = tmp_path_factory.mktemp("chromium")
+    b = Browser(tmp / "profile", tmp / "chromium.log")
+    yield b
+    b.close()
