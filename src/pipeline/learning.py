@@ -14,6 +14,7 @@ carries no information about quality (tests/loop: a noise reward) must fail it, 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,16 +78,21 @@ def trained_rise(metrics: dict[int, dict], window: int, needed: float) -> Rise:
 
 
 def val_rise(metrics: dict[int, dict], metric: str, needed: float) -> Rise:
-    """The mean over data sources of val-aux/<source>/<metric>/mean@1, first validation against the last."""
-    suffix = f"/{metric}/mean@1"
+    """The mean over data sources of val-aux/<source>/<metric>/mean@N, N the samples per validation prompt
+    (verl/trainer/ppo/metric_utils.py process_validation_metrics also logs mean@n for n below N, over
+    subsets: the largest N is the mean over all samples), first validation against the last."""
+    pattern = re.compile(rf"^val-aux/(.+)/{re.escape(metric)}/mean@(\d+)$")
 
     def value(row: dict) -> float | None:
-        found = [v for k, v in row.items() if k.startswith("val-aux/") and k.endswith(suffix)
-                 and isinstance(v, (int, float))]
-        return _mean(found) if found else None
+        per_source: dict[str, tuple[int, float]] = {}
+        for key, v in row.items():
+            m = pattern.match(key)
+            if m and isinstance(v, (int, float)) and int(m.group(2)) > per_source.get(m.group(1), (0, 0.0))[0]:
+                per_source[m.group(1)] = (int(m.group(2)), v)
+        return _mean([v for _, v in per_source.values()]) if per_source else None
 
     steps = sorted(s for s, row in metrics.items() if value(row) is not None)
-    name = f"val-aux/*{suffix}"
+    name = f"val-aux/*/{metric}/mean@N"
     if len(steps) < 2:
         return Rise("held-out", name, math.nan, math.nan, needed, f"{len(steps)} validations logged, 2 needed")
     return Rise("held-out", name, value(metrics[steps[0]]), value(metrics[steps[-1]]), needed,
