@@ -3,7 +3,7 @@
 Runs `python -m src.launch experiment=learn_tiny accelerator=cpu seed=S` for each seed (the taught policy is
 built once and reused), then the control (the advantage's sign flipped, tests/loop/flipped_estimator.py)
 for the first seed, and prints per run the trained reward's rise (mean of the last `learn.window` steps
-minus the first) and the held-out BLEU's rise (last validation minus the one before training), the mean and
+minus the first) and the held-out metric's rise (last validation minus the one before training), the mean and
 the spread (max - min) across seeds, and the margins experiment=learn_tiny requires. The margins are meant
 to sit above the spread and below the smallest rise of a learning run: the numbers to check that against.
 The per-step curves go to --out as JSON (benches/RESULTS.md "The loop learns" quotes them).
@@ -53,11 +53,13 @@ def main(argv: list[str]) -> int:
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     p.add_argument("--no-control", action="store_true")
     p.add_argument("--window", type=int, default=5, help="learn.window of experiment=learn_tiny")
+    p.add_argument("--val-metric", default="score", help="learn.val_metric of experiment=learn_tiny")
     p.add_argument("--work", type=Path, default=None, help="where runs go (default: a temp dir)")
     p.add_argument("--out", type=Path, default=REPO / "benches" / "learn_curves.json")
     p.add_argument("overrides", nargs="*", help="more launcher overrides for every run")
     args = p.parse_args(argv)
     work = args.work or Path(tempfile.mkdtemp(prefix="learn-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
     build = work / "build"
     runs = [(f"seed{s}", [f"seed={s}"], {}) for s in args.seeds]
     if not args.no_control:
@@ -67,19 +69,19 @@ def main(argv: list[str]) -> int:
     for name, extra, env in runs:
         code, seconds, metrics = launch(work / name, build, extra + args.overrides, env)
         trained = learning.trained_rise(metrics, args.window, 0.0)
-        held = learning.val_rise(metrics, "bleu", 0.0)
+        held = learning.val_rise(metrics, args.val_metric, 0.0)
         steps = sorted(s for s in metrics if learning.TRAINED_METRIC in metrics[s])
         step_times = [metrics[s]["timing_s/step"] for s in steps if "timing_s/step" in metrics[s]]
         results[name] = {
             "exit": code, "seconds": round(seconds), "trained_rise": trained.rise, "held_out_rise": held.rise,
             "median_step_s": statistics.median(step_times) if step_times else None,
             "curve": {s: metrics[s][learning.TRAINED_METRIC] for s in steps},
-            "held_out": {s: v for s in sorted(metrics) for k, v in metrics[s].items()
-                         if k.startswith("val-aux/") and k.endswith("/bleu/mean@1")},
+            "held_out": {s: learning.val_value(metrics[s], args.val_metric) for s in sorted(metrics)
+                         if learning.val_value(metrics[s], args.val_metric) is not None},
         }
         print(f"{name:<16} exit {code}  {seconds:4.0f} s  trained rise {trained.rise:+.3f} "
-              f"({trained.before:.3f} -> {trained.after:.3f})  held-out BLEU rise {held.rise:+.2f} "
-              f"({held.before:.2f} -> {held.after:.2f})", flush=True)
+              f"({trained.before:.3f} -> {trained.after:.3f})  held-out {args.val_metric} rise {held.rise:+.3f} "
+              f"({held.before:.3f} -> {held.after:.3f})", flush=True)
     learnt = [r for n, r in results.items() if n.startswith("seed")]
     for key in ("trained_rise", "held_out_rise"):
         values = [r[key] for r in learnt]

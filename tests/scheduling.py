@@ -4,8 +4,10 @@ Every test belongs to a group that one worker runs whole, in file order: its mod
 module-scoped fixture (a launch that many asserts read, a Ray cluster, a scorer service) is set up
 once, not once per worker. Two groups span modules because they share one thing that cannot be
 split: every test of the real Slurm dev cluster (tests/slurm/) runs on one worker (its jobs would
-otherwise queue behind each other's and miss their time bounds), and tests/ray_actors shares one
-session-scoped project (a tiny policy, its data, verl's validated config) between its two modules.
+otherwise queue behind each other's and miss their time bounds), tests/ray_actors shares one
+session-scoped project (a tiny policy, its data, verl's validated config) between its two modules, and
+the launches of the real training loop (tests/loop/) run one after another: two at once would need
+2 x 6-9 GB beside the rest of the suite, and would slow each other past their deadlines.
 
 The groups are xdist's scopes: `pytest_xdist_make_scheduler` returns xdist's own LoadScopeScheduling
 with the scope taken from `group_of`. (xdist's `xdist_group` marks cannot do it under pytest 9: xdist
@@ -21,10 +23,10 @@ from __future__ import annotations
 import pytest
 
 # the longest groups on a 2-core machine (the CI log's "longest modules"), slowest first
-FIRST = ("tests/loop/test_smoke_on_cpu.py", "slurm", "ray_actors", "tests/launcher/test_smoke_tiny.py", "tests/launcher/test_presets.py",
+FIRST = ("loop", "slurm", "ray_actors", "tests/launcher/test_smoke_tiny.py", "tests/launcher/test_presets.py",
          "tests/launcher/test_train_entry.py", "tests/lifecycle/test_scorer_lifecycle.py",
          "tests/launcher/test_group_combinations.py", "tests/launcher/test_smoke.py")
-SPANNING = {"tests/slurm/": "slurm", "tests/ray_actors/": "ray_actors"}
+SPANNING = {"tests/slurm/": "slurm", "tests/ray_actors/": "ray_actors", "tests/loop/": "loop"}
 
 
 def group_of(nodeid: str) -> str:

@@ -72,7 +72,7 @@ class ModelSchema:
     # actor/ref attention (src/plan/attention.py chooses for auto and says why in the plan table)
     attn_implementation: AttnImplementation = AttnImplementation.auto
     # a directory: the model is built there at launch from the shape above, with the tiny QE
-    # checkpoints and prompts of experiment=smoke_tiny (src/pipeline/smoke.py prepare); null: a real model
+    # checkpoints and prompts of experiment=smoke_tiny / learn_tiny (src/pipeline/tiny_build.py); null: a real model
     build_dir: Optional[str] = None
 
 

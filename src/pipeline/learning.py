@@ -5,11 +5,11 @@ does) and compares:
 - trained: the trained reward (`critic/score/mean`, verl/trainer/ppo/metric_utils.py compute_data_metrics)
   averaged over the last `learn.window` steps against the first `learn.window`;
 - held out: the validation metric `learn.val_metric` on the held-out sentences
-  (`val-aux/<data source>/<metric>/mean@1`, verl/trainer/ppo/metric_utils.py process_validation_metrics)
+  (`val-aux/<data source>/<metric>/mean@N`, verl/trainer/ppo/metric_utils.py process_validation_metrics)
   at the last validation against the one before training.
 It passes when both rise by at least `learn.min_rise` / `learn.min_val_rise`: margins set above the spread
-of the rise across seeds (benches/learn.py, benches/RESULTS.md "The loop learns"). A run whose reward
-carries no information about quality (tests/loop: a noise reward) must fail it, so the check can fail.
+of the rise across seeds (benches/learn.py, benches/RESULTS.md "The loop learns"). The same run with the
+advantage's sign flipped (tests/loop/flipped_estimator.py) must fail it: the check can fail.
 """
 from __future__ import annotations
 
@@ -77,26 +77,27 @@ def trained_rise(metrics: dict[int, dict], window: int, needed: float) -> Rise:
                 f"{len(steps)} steps logged, {2 * window} needed")
 
 
-def val_rise(metrics: dict[int, dict], metric: str, needed: float) -> Rise:
-    """The mean over data sources of val-aux/<source>/<metric>/mean@N, N the samples per validation prompt
-    (verl/trainer/ppo/metric_utils.py process_validation_metrics also logs mean@n for n below N, over
-    subsets: the largest N is the mean over all samples), first validation against the last."""
+def val_value(row: dict, metric: str) -> float | None:
+    """The mean over data sources of val-aux/<source>/<metric>/mean@N in one step's row, N the samples per
+    validation prompt (verl/trainer/ppo/metric_utils.py process_validation_metrics also logs mean@n for n
+    below N, over subsets: the largest N is the mean over all samples). None: not logged at that step."""
     pattern = re.compile(rf"^val-aux/(.+)/{re.escape(metric)}/mean@(\d+)$")
+    per_source: dict[str, tuple[int, float]] = {}
+    for key, v in row.items():
+        m = pattern.match(key)
+        if m and isinstance(v, (int, float)) and int(m.group(2)) > per_source.get(m.group(1), (0, 0.0))[0]:
+            per_source[m.group(1)] = (int(m.group(2)), v)
+    return _mean([v for _, v in per_source.values()]) if per_source else None
 
-    def value(row: dict) -> float | None:
-        per_source: dict[str, tuple[int, float]] = {}
-        for key, v in row.items():
-            m = pattern.match(key)
-            if m and isinstance(v, (int, float)) and int(m.group(2)) > per_source.get(m.group(1), (0, 0.0))[0]:
-                per_source[m.group(1)] = (int(m.group(2)), v)
-        return _mean([v for _, v in per_source.values()]) if per_source else None
 
-    steps = sorted(s for s, row in metrics.items() if value(row) is not None)
+def val_rise(metrics: dict[int, dict], metric: str, needed: float) -> Rise:
+    """`val_value` at the first validation against the last."""
+    steps = sorted(s for s, row in metrics.items() if val_value(row, metric) is not None)
     name = f"val-aux/*/{metric}/mean@N"
     if len(steps) < 2:
         return Rise("held-out", name, math.nan, math.nan, needed, f"{len(steps)} validations logged, 2 needed")
-    return Rise("held-out", name, value(metrics[steps[0]]), value(metrics[steps[-1]]), needed,
-                f"step {steps[0]} vs step {steps[-1]}")
+    return Rise("held-out", name, val_value(metrics[steps[0]], metric), val_value(metrics[steps[-1]], metric),
+                needed, f"step {steps[0]} vs step {steps[-1]}")
 
 
 def render(rises: list[Rise], metrics: dict[int, dict], run_dir: Path) -> str:
