@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from src.config import compose_config
-from src.pipeline import smoke
+from src.pipeline import tiny_build
 from src.plan import build_plan
 
 REPO = Path(__file__).resolve().parents[2]
@@ -89,11 +89,11 @@ def test_prompts_load_in_verls_dataset_and_a_second_prepare_reuses_every_build(t
     composed = compose_config(["experiment=smoke_tiny", f"model.build_dir={build_dir}",
                                "data.max_response_length=48", f"paths.output_dir={tmp_path}/out"])
     plan = build_plan(composed, run_dir=str(tmp_path / "run"), flash_attn=None)
-    smoke.prepare(plan, composed)
+    tiny_build.prepare(plan, composed)
     first = capsys.readouterr().out
     assert first.count(" built in ") + first.count(" reused in ") == 3, first
     t0 = time.perf_counter()
-    smoke.prepare(plan, composed)
+    tiny_build.prepare(plan, composed)
     again = capsys.readouterr().out
     assert again.count(" reused in ") == 3, again
     assert time.perf_counter() - t0 < 60  # no model is built again (a scorer-env start is most of it)
@@ -156,7 +156,7 @@ def test_a_launch_with_such_a_shape_or_block_size_stops_with_one_line_and_builds
                                    f"paths.output_dir={tmp_path}/out"])
         plan = build_plan(composed, run_dir=str(tmp_path / "run"), flash_attn=None)
         with pytest.raises(RunError) as err:
-            smoke.prepare(plan, composed)
+            tiny_build.prepare(plan, composed)
         assert "smoke_tiny: building the tiny policy failed" in str(err.value) and words in str(err.value)
         assert "\n" not in str(err.value) and not (tmp_path / "tiny").exists()
 
@@ -185,6 +185,8 @@ def test_a_node_without_gpus_is_told_so_before_anything_is_built(tmp_path):
     (["experiment=smoke_tiny", "dry_run=true"], False),       # a dry run plans the GPU run as asked
     (["--multirun", "experiment=smoke_tiny", "seed=1,2"], False),
     (["experiment=smoke"], False),                            # real weights: a GPU run
+    (["experiment=learn_tiny"], True),
+    (["experiment=learn_tiny", "accelerator=cuda"], False),
 ])
 def test_smoke_tiny_without_a_gpu_runs_on_the_cpu_loop_and_says_so(argv, moved):
     from src.pipeline import on_cpu_without_gpu
@@ -192,6 +194,6 @@ def test_smoke_tiny_without_a_gpu_runs_on_the_cpu_loop_and_says_so(argv, moved):
     out, note = on_cpu_without_gpu(argv, gpu_absent=lambda: True)
     assert (out == argv + ["accelerator=cpu"]) if moved else (out == argv and note is None)
     if moved:
-        assert note == ("no GPU on this machine: experiment=smoke_tiny runs on the CPU (accelerator=cpu; "
+        assert note == (f"no GPU on this machine: {argv[0]} runs on the CPU (accelerator=cpu; "
                         "docs/cpu-loop.md)")
     assert on_cpu_without_gpu(argv, gpu_absent=lambda: False) == (argv, None)  # a GPU node: as asked
