@@ -6,7 +6,7 @@ for the first seed, and prints per run the trained reward's rise (mean of the la
 minus the first) and the held-out metric's rise (last validation minus the one before training), the mean and
 the spread (max - min) across seeds, and the margins experiment=learn_tiny requires. The margins are meant
 to sit above the spread and below the smallest rise of a learning run: the numbers to check that against.
-The per-step curves go to --out as JSON (benches/RESULTS.md "The loop learns" quotes them).
+The per-step curves go to --out as JSON (benches/RESULTS.md "The loop learns" shows them as tables).
 
     python benches/learn.py                      # seeds 1 2 3 + control, ~4-5 min each on 2 cores
     python benches/learn.py --seeds 1 2 3 4 5 --no-control --out /tmp/learn.json
@@ -55,11 +55,12 @@ def main(argv: list[str]) -> int:
     p.add_argument("--window", type=int, default=5, help="learn.window of experiment=learn_tiny")
     p.add_argument("--val-metric", default="score", help="learn.val_metric of experiment=learn_tiny")
     p.add_argument("--work", type=Path, default=None, help="where runs go (default: a temp dir)")
-    p.add_argument("--out", type=Path, default=REPO / "benches" / "learn_curves.json")
+    p.add_argument("--out", type=Path, default=None, help="the curves as JSON (default: WORK/learn_curves.json)")
     p.add_argument("overrides", nargs="*", help="more launcher overrides for every run")
     args = p.parse_args(argv)
     work = args.work or Path(tempfile.mkdtemp(prefix="learn-bench-"))
     work.mkdir(parents=True, exist_ok=True)
+    out = args.out or work / "learn_curves.json"
     build = work / "build"
     runs = [(f"seed{s}", [f"seed={s}"], {}) for s in args.seeds]
     if not args.no_control:
@@ -87,8 +88,8 @@ def main(argv: list[str]) -> int:
         values = [r[key] for r in learnt]
         print(f"{key:<16} seeds: mean {statistics.mean(values):+.3f}  min {min(values):+.3f}  "
               f"max {max(values):+.3f}  spread (max - min) {max(values) - min(values):.3f}")
-    args.out.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
-    print(f"curves: {args.out}; runs: {work}")
+    out.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    print(f"curves: {out}; runs: {work}")
     return 0
 
 

@@ -76,7 +76,11 @@ def test_learn_tiny_learns_on_the_cpu_and_its_report_shows_the_curve(cpu_loop, b
     report = build_report(run_dir)
     summary = report.files["summary"].read_text()
     assert "Training steps logged: 20" in summary, summary
-    assert report.files["rewards"].stat().st_size > 0 and report.files["held_out"].stat().st_size > 0
+    # the curve: the trained reward over the 20 steps and the held-out one over the 5 validations
+    (train,) = [l for l in summary.splitlines() if l.startswith("| reward | train |")]
+    (held,) = [l for l in summary.splitlines() if l.startswith("| reward | val zh-en |")]
+    assert train.split("|")[-2].strip() == "20" and held.split("|")[-2].strip() == "5", (train, held)
+    assert report.files["rewards"].stat().st_size > 0
 
 
 def test_the_same_run_with_the_advantage_sign_flipped_does_not_learn(cpu_loop, build_dir):
