@@ -88,7 +88,8 @@ def mode(cfg: Mapping[str, Any]) -> str:
     if algo["adv_estimator"] != "grpo":
         raise NormaliseConfigError(f"reward.normalise=per_component replaces the grpo advantage with {ESTIMATOR}; "
                                    f"algo {algo['name']} uses adv_estimator={algo['adv_estimator']} "
-                                   f"(use algo=grpo or algo=dapo)")
+                                   f"(use a preset with adv_estimator grpo: algo=grpo, dapo, gspo, clip_cov, ...; "
+                                   f"docs/algorithms.md)")
     if not algo.get("norm_adv_by_std_in_grpo", True):
         # without the division by each part's std the weighted sum of centred parts is the centred
         # score: exactly the grpo advantage of normalise=sum
