@@ -44,6 +44,10 @@ LOSSES: dict[str, tuple[tuple[str, ...], bool, Optional[str]]] = {
     "dppo_kl": (("clip_ratio_c",), True, None),
 }
 
+# estimators that read algorithm.norm_adv_by_std_in_grpo (core_algos.py compute_grpo_outcome_advantage,
+# compute_grpo_passk_outcome_advantage; the project's grpo_token and grpo_per_component pass it to verl's grpo)
+READS_STD = {"grpo", "grpo_vectorized", "grpo_passk", "grpo_token", "grpo_per_component"}
+
 ACTOR = "actor_rollout_ref.actor."
 
 
@@ -119,9 +123,9 @@ def trains(cfg: dict, verl: dict, passthrough: dict, token_credit: bool, per_com
     else:
         est_source = src.algo_key("adv_estimator", "algorithm.adv_estimator")
     rows.append(TrainsRow("advantage estimator", str(estimator), est_source))
-    rows.append(TrainsRow("advantage / group std", "yes" if _get(verl, "algorithm.norm_adv_by_std_in_grpo") else "no",
-                          src.algo_key("norm_adv_by_std_in_grpo", "algorithm.norm_adv_by_std_in_grpo")
-                          + " (grpo-family estimators)"))
+    divides = "yes" if _get(verl, "algorithm.norm_adv_by_std_in_grpo") else "no"
+    rows.append(TrainsRow("advantage / group std", divides if estimator in READS_STD else f"- (not read by {estimator})",
+                          src.algo_key("norm_adv_by_std_in_grpo", "algorithm.norm_adv_by_std_in_grpo")))
 
     mode = actor("policy_loss.loss_mode")
     params, clips, own_agg = LOSSES.get(mode, ((), True, None))

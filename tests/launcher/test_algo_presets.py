@@ -40,7 +40,10 @@ def _build(compose, tmp_path, overrides):
 def test_preset_on_every_gpu_count_and_node_count_is_accepted_by_verl(compose, tmp_path, algo):
     preset = preset_values(algo)
     for gpus, nodes in GEOMETRY:
-        cfg, plan, verl_cfg = _build(compose, tmp_path, [f"algo={algo}", f"gpus={gpus}", f"nodes={nodes}"])
+        # reward=comet: one GPU holds its scorer beside a 3B policy and reference model (the span model's
+        # rewards on each GPU count are tests/launcher/test_group_combinations.py's)
+        cfg, plan, verl_cfg = _build(compose, tmp_path, [f"algo={algo}", "reward=comet", f"gpus={gpus}",
+                                                         f"nodes={nodes}"])
         sizes = verl_accepts(verl_cfg)
         assert sizes["padding"] == 0, (gpus, nodes)
         assert (verl_cfg.trainer.n_gpus_per_node, verl_cfg.trainer.nnodes) == (gpus, nodes)
@@ -118,5 +121,8 @@ def test_a_changed_estimator_or_loss_is_named_and_shown_with_its_source(compose,
     assert rows["rollout temperature / top-p"] == ("0.7 / 1", "override: verl.actor_rollout_ref.rollout.temperature; "
                                                    "verl default")
     assert rows["loss aggregation"][1].endswith("derived: data.max_response_length (Dr. GRPO's constant)")
-    trained = {c for c, w in cfg["reward"]["weights"].items() if w}
-    assert all(f"{c} x" in rows["reward weights"][0].split(";")[0] for c in trained), rows["reward weights"]
+    trained = {c: w for c, w in plan.reward_kwargs["train_weights"].items() if w}
+    held_out = [c for c, w in plan.reward_kwargs["validation_weights"].items() if w and c not in trained]
+    assert trained and rows["reward weights"][0] == (
+        "trained: " + ", ".join(f"{c} x{w:g}" for c, w in trained.items())
+        + "; held out (validation only): " + (", ".join(held_out) or "none")), rows["reward weights"]

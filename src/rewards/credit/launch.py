@@ -75,6 +75,12 @@ def plan(cfg: dict, kw: dict) -> Optional[TokenCreditPlan]:
         raise CreditConfigError(f"reward.credit=token needs a policy loss that keeps per-token advantages; "
                                 f"algo {algo['name']} uses loss_mode={algo['loss_mode']}, which "
                                 f"{SEQUENCE_LOSSES[algo['loss_mode']]}: use another algo= preset (docs/algorithms.md)")
+    if (((cfg.get("verl") or {}).get("algorithm") or {}).get("use_kl_in_reward")):
+        # verl subtracts the KL per token from rm_scores (verl/trainer/ppo/v1/trainer_base.py _compute_advantage,
+        # apply_kl_penalty): grpo_token would read it as error penalties
+        raise CreditConfigError("reward.credit=token reads token penalties from the reward, and "
+                                "verl.algorithm.use_kl_in_reward=true subtracts a KL term from every token of it: "
+                                "drop it (the KL loss, algo.use_kl_loss, works with token credit)")
     use_v1 = ((cfg.get("verl") or {}).get("trainer") or {}).get("use_v1", True)
     if use_v1 is False:
         raise CreditConfigError("reward.credit=token needs verl's V1 trainer (its agent loop builds rm_scores): "
