@@ -1,5 +1,6 @@
-"""The algorithm a run trains: the rows of the plan that say what verl trains (estimator, policy loss, loss aggregation, KL, clip ratios, lr, epochs, lengths,
-temperature, reward weights), each with its source.
+"""What a run trains: the rows of the plan that say what verl trains (estimator, policy loss, loss
+aggregation, KL, clip ratios, lr, epochs, lengths, temperature, reward weights), each with its source, read
+from the validated verl config; and the one value the plan derives for the loss (loss_scale_factor).
 
 Sources, as the plan table and plan.json show them:
   preset <name>      the value of conf/algo/<name>.yaml (or the schema's default where the file leaves the key out)
@@ -124,7 +125,8 @@ def trains(cfg: dict, verl: dict, passthrough: dict, token_credit: bool, per_com
         est_source = src.algo_key("adv_estimator", "algorithm.adv_estimator")
     rows.append(TrainsRow("advantage estimator", str(estimator), est_source))
     divides = "yes" if _get(verl, "algorithm.norm_adv_by_std_in_grpo") else "no"
-    rows.append(TrainsRow("advantage / group std", divides if estimator in READS_STD else f"- (not read by {estimator})",
+    rows.append(TrainsRow("advantage / group std",
+                          divides if estimator in READS_STD else f"- (not read by {estimator})",
                           src.algo_key("norm_adv_by_std_in_grpo", "algorithm.norm_adv_by_std_in_grpo")))
 
     mode = actor("policy_loss.loss_mode")

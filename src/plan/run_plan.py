@@ -40,7 +40,7 @@ class RunPlan:
     reward: str
     reward_mode: str
     # the algorithm's name in dirs and wandb: the preset's, plus any estimator or loss the run changed
-    # (src/plan/algorithm.py label: `grpo+rloo`)
+    # (src/config/presets.py label: `grpo+rloo`)
     algo: str
     seed: int
     gpus_per_node: int

@@ -75,7 +75,7 @@ VERL_KEYS: list[tuple[str, Callable[[RunPlan, dict], Any]]] = [
     # Dr. GRPO's constant divisor for seq-mean-token-sum-norm, else null (verl's default; src/plan/algorithm.py)
     ("actor_rollout_ref.actor.loss_scale_factor", lambda p, c: algorithm.loss_scale_factor(c)),
     # a name registered with verl's core_algos.register_policy_loss (read by verl/workers/utils/losses.py ppo_loss)
-    ("actor_rollout_ref.actor.policy_loss.loss_mode", lambda p, c: c["algo"].get("loss_mode", "vanilla")),
+    ("actor_rollout_ref.actor.policy_loss.loss_mode", lambda p, c: c["algo"]["loss_mode"]),
     # rollout
     ("actor_rollout_ref.rollout.name", lambda p, c: "vllm"),
     ("actor_rollout_ref.rollout.n", lambda p, c: p.batch.n),

@@ -68,9 +68,9 @@ def plan(cfg: dict, kw: dict) -> Optional[TokenCreditPlan]:
         # (reinforce_plus_plus), so the penalties would stop being per token
         raise CreditConfigError(f"reward.credit=token needs per-token advantages, which it builds on verl's grpo "
                                 f"({ESTIMATOR}); algo {algo['name']} uses adv_estimator={algo['adv_estimator']}, "
-                                f"which sums (or discounts) each answer's rewards before the advantage: use a preset with adv_estimator "
-                                f"grpo (algo=grpo, dapo, drgrpo, gspo, clip_cov, kl_cov, cispo, sapo, ...; "
-                                f"docs/algorithms.md)")
+                                f"which sums (or discounts) each answer's rewards before the advantage: use a preset "
+                                f"with adv_estimator grpo (algo=grpo, dapo, drgrpo, gspo, clip_cov, kl_cov, cispo, "
+                                f"sapo, ...; docs/algorithms.md)")
     if algo.get("loss_mode") in SEQUENCE_LOSSES:
         raise CreditConfigError(f"reward.credit=token needs a policy loss that keeps per-token advantages; "
                                 f"algo {algo['name']} uses loss_mode={algo['loss_mode']}, which "
