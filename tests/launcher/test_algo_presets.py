@@ -30,10 +30,13 @@ def test_the_presets_the_issue_asks_for_are_offered():
             "gmpo"} <= set(ALGOS)
 
 
-def _build(compose, tmp_path, overrides):
+def _build(compose, tmp_path, overrides, checked=True):
+    """(composed config, plan, verl config). `checked`: through verl_config.build (verl's validation and the
+    project's checks, src/verl_config/checks.py); else composed only, for a test that runs verl's own
+    validation itself (verl_accepts) on a setting the project's checks do not read."""
     cfg = compose([*overrides, f"paths.results_root={tmp_path}/results", f"paths.output_dir={tmp_path}/out"])
     plan = build_plan(cfg, run_dir=str(tmp_path / "run"))
-    return cfg, plan, verl_config.build(plan, cfg)
+    return cfg, plan, (verl_config.build(plan, cfg) if checked else verl_config.unvalidated(plan, cfg))
 
 
 @pytest.mark.parametrize("algo", ALGOS)
@@ -42,8 +45,9 @@ def test_preset_on_every_gpu_count_and_node_count_is_accepted_by_verl(compose, t
     for gpus, nodes in GEOMETRY:
         # reward=comet: one GPU holds its scorer beside a 3B policy and reference model (the span model's
         # rewards on each GPU count are tests/launcher/test_group_combinations.py's)
+        # the project's checks (loss parameters, estimators the V1 trainer cannot feed) read no GPU count: once
         cfg, plan, verl_cfg = _build(compose, tmp_path, [f"algo={algo}", "reward=comet", f"gpus={gpus}",
-                                                         f"nodes={nodes}"])
+                                                         f"nodes={nodes}"], checked=(gpus, nodes) == (4, 1))
         sizes = verl_accepts(verl_cfg)
         assert sizes["padding"] == 0, (gpus, nodes)
         assert (verl_cfg.trainer.n_gpus_per_node, verl_cfg.trainer.nnodes) == (gpus, nodes)
