@@ -115,9 +115,17 @@ class AlgoSchema:
     clip_ratio_low: float = MISSING
     clip_ratio_high: float = MISSING
     loss_agg_mode: str = MISSING
+    # verl's policy loss (actor_rollout_ref.actor.policy_loss.loss_mode: a name registered with
+    # core_algos.register_policy_loss); verl's own default, so a preset (or a snapshot) older than the key
+    # composes to the config it had
+    loss_mode: str = "vanilla"
     reward_manager: str = MISSING
     filter_groups: FilterGroupsSchema = field(default_factory=FilterGroupsSchema)
     overlong_buffer: OverlongBufferSchema = field(default_factory=OverlongBufferSchema)
+    # verl keys the preset's loss or estimator reads and no field above names (dotted, from verl's root:
+    # `actor_rollout_ref.actor.policy_loss.clip_cov_ratio: 0.0002`), applied after the plan's keys and
+    # before the user's verl.* keys; docs/algorithms.md
+    verl: Dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

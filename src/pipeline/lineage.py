@@ -57,9 +57,10 @@ def baseline_identity(plan: RunPlan) -> dict | None:
     (e.g. its default batch does not fit): the name is then the seed alone."""
     # the accelerator too (its group is named by trainer.device, which the id holds): what a CPU run needs
     # of verl (conf/accelerator/cpu.yaml) is where it runs, not a setting to name
+    # the algo preset by its own name: a run's `grpo+rloo` is read against grpo (src/config/presets.py label)
     found = _baseline((f"model={plan.model}", f"reward={plan.reward}", f"reward.mode={plan.reward_mode}",
-                       f"algo={plan.algo}", f"gpus={plan.gpus_per_node}", f"nodes={plan.nodes}", f"seed={plan.seed}",
-                       f"accelerator={plan.device}"),
+                       f"algo={plan.algo_preset or plan.algo}", f"gpus={plan.gpus_per_node}", f"nodes={plan.nodes}",
+                       f"seed={plan.seed}", f"accelerator={plan.device}"),
                       plan.memory.gpu_gb)
     return None if found is None else dict(found)
 

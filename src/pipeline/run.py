@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 from src import config, verl_config
 from src.data.checks import DataFileError
 from src.node import environment, preflight, ray_cluster, scorer_service, training
-from src.plan import PlanError, RunPlan, build_plan
+from src.plan import PlanError, RunPlan, build_plan, with_trains
 from src.plan.table import render as render_plan
 from src.record import identity, snapshot
 from src.record.sweep_summary import FAILED, PENDING, SUCCEEDED
@@ -95,6 +95,8 @@ def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dic
         except Exception as exc:  # verl's own validation said no
             raise UsageError(f"verl rejected the config: {verl_reason(exc, overrides)}") from None
         plan, verl_cfg, ident = identify(plan, composed, overrides, verl_cfg, lineage)
+        # what verl trains, read from the config it runs (the plan table and plan.json show it)
+        plan = with_trains(plan, composed, OmegaConf.to_container(verl_cfg, resolve=True))
         # a dir holds one run: refused before anything is written (dry runs too; they write nothing)
         refusal = identity.check_dir(Path(verl_cfg.trainer.default_local_dir), ident, plan.run_id)
         if refusal:

@@ -1,12 +1,12 @@
 """Plan: every derived value of a run (batch geometry, scorer placement, memory, stop rules, names) from the composed config.
-May import: src.config (dotted flatten), src.rewards (the token-credit plan), src.scorer (config.KINDS: a QE model's backend); pure, no I/O (the plan table only prints).
+May import: src.config (dotted flatten), src.rewards (the token-credit plan), src.scorer (config.KINDS: a QE model's backend); pure, no I/O (the plan table only prints; src/plan/algorithm.py reads the conf/algo preset a run names).
 """
 from .batch import PIN_KEYS, BatchPlan, plan_batch
 from .resources import ray_cpus_for
-from .run_plan import RunPlan, build_plan, checkpoint_prefix, earlier_names, with_identity
+from .run_plan import RunPlan, build_plan, checkpoint_prefix, earlier_names, with_identity, with_trains
 from .scorer import ScorerModelSpec, ScorerPlan, scorer_plan
 from .values import Adjustment, PlanError, flatten
 
 __all__ = ["PIN_KEYS", "Adjustment", "BatchPlan", "PlanError", "RunPlan", "ScorerModelSpec", "ScorerPlan",
            "build_plan", "checkpoint_prefix", "earlier_names", "flatten", "plan_batch", "ray_cpus_for", "scorer_plan",
-           "with_identity"]
+           "with_identity", "with_trains"]

@@ -64,7 +64,10 @@ def memory_inputs(cfg: dict, batch: BatchPlan, world_size: int, gpu_gb: float, s
         world_size=world_size, tp=batch.tp, samples_per_step=batch.samples_per_step, max_seq_len=max_seq,
         micro_tokens=micro, max_num_seqs=int(passthrough.get(MAX_NUM_SEQS[0], MAX_NUM_SEQS[1])),
         gradient_checkpointing=bool(passthrough.get(*GRADIENT_CHECKPOINTING)),
-        use_ref=bool(cfg["algo"]["use_kl_loss"]), vllm_share_ceiling=float(model["gpu_memory_utilization"]),
+        # verl builds the reference model for a KL loss or a KL in the reward (verl/trainer/ppo/utils.py
+        # need_reference_policy)
+        use_ref=bool(cfg["algo"]["use_kl_loss"]) or bool(passthrough.get("algorithm.use_kl_in_reward", False)),
+        vllm_share_ceiling=float(model["gpu_memory_utilization"]),
         scorer_placement=placement if scorer_models else None, scorer_dtype=scorer["dtype"],
         scorer_batch_tokens=scorer["batch_tokens"], scorer_models=_scorer_shapes(cfg, scorer_models),
         **flags, **dtypes)

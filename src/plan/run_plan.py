@@ -13,10 +13,14 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Optional
 
+from src.config import presets
+from src.rewards import normalise
+from src.rewards.credit import launch as credit_launch
 from src.rewards.credit.launch import TokenCreditPlan
 from src.rewards.launch import REFUSALS as REWARD_REFUSALS
 from src.rewards.launch import reward_launch
 
+from . import algorithm
 from .attention import AttentionPlan, installed_flash_attn, plan_attention
 from .sampler import SamplerPlan, installed_flashinfer, plan_sampler
 from .batch import PIN_KEYS, BatchPlan, plan_batch
@@ -35,6 +39,8 @@ class RunPlan:
     model_path: str
     reward: str
     reward_mode: str
+    # the algorithm's name in dirs and wandb: the preset's, plus any estimator or loss the run changed
+    # (src/config/presets.py label: `grpo+rloo`)
     algo: str
     seed: int
     gpus_per_node: int
@@ -97,6 +103,13 @@ class RunPlan:
     attention: Optional[AttentionPlan] = None
     # vLLM's top-k/top-p sampler and the env var it takes without flashinfer (src/plan/sampler.py)
     sampler: Optional[SamplerPlan] = None
+    # the conf/algo preset the run starts from (what its name is read against, src/pipeline/lineage.py)
+    algo_preset: str = ""
+    # verl's algorithm.adv_estimator: the algo's, or the one reward.credit / reward.normalise put in place
+    estimator: str = ""
+    # what verl trains, read from the validated verl config, with sources (src/plan/algorithm.py trains;
+    # filled in by with_trains once the verl config exists)
+    trains: tuple = ()
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -129,6 +142,13 @@ def earlier_names(plan: "RunPlan") -> tuple[str, str]:
     earlier = (plan.reward, plan.reward_mode)
     return (checkpoint_prefix(str(prefix.parents[3]), plan.model, earlier, plan.algo, plan.world_size),
             wandb_project(earlier, plan.samples_per_step))
+
+
+def with_trains(plan: "RunPlan", cfg: dict, verl: dict) -> "RunPlan":
+    """The plan with the rows of what verl trains, read from its resolved verl config (a plain dict)."""
+    rows = algorithm.trains(cfg, verl, plan.verl_passthrough, token_credit=plan.token_credit is not None,
+                            per_component=normalise.enabled(plan.reward_kwargs))
+    return replace(plan, trains=tuple(asdict(r) for r in rows))
 
 
 def with_identity(plan: "RunPlan", run_id: str, name: str, reproduces: Optional[str] = None,
@@ -217,17 +237,18 @@ def build_plan(cfg: dict, run_dir: str, gpu_memory_gb: Optional[float] = None, f
                            installed_flashinfer() if flashinfer is _PROBE else flashinfer, bool(cfg.get("dry_run")))
     limit = plan_time_limit(cfg.get("slurm") or {})
     named = reward_names(reward["name"], mode, reward_side.kwargs["models"]["span"])
-    ckpt_dir = checkpoint_prefix(cfg["paths"]["results_root"], model["name"], named, algo["name"], world_size)
+    algo_label = presets.label(algo["name"], algo)
+    ckpt_dir = checkpoint_prefix(cfg["paths"]["results_root"], model["name"], named, algo_label, world_size)
     backends = tuple(cfg["logger"]["backends"])
     return RunPlan(
         model=model["name"], model_path=model["path"], reward=reward["name"], reward_mode=mode,
-        algo=algo["name"], seed=cfg["seed"], gpus_per_node=gpus_per_node, nodes=nodes,
+        algo=algo_label, algo_preset=algo["name"], seed=cfg["seed"], gpus_per_node=gpus_per_node, nodes=nodes,
         world_size=world_size, batch=batch, samples_per_step=batch.samples_per_step,
         adjustments=tuple(adjustments),
         checkpoint_dir=ckpt_dir,
         run_dir=run_dir,
         wandb_project=wandb_project(named, batch.samples_per_step),
-        wandb_run_name=f"{model['name']}-{algo['name']}-g{world_size}",
+        wandb_run_name=f"{model['name']}-{algo_label}-g{world_size}",
         ray_cpus_needed=ray_needed, ray_num_cpus=ray_num_cpus,
         scorer_models=tuple(scorer_models),
         scorer_gpus_per_node=scorer_gpus, node_gpus=gpus_per_node + scorer_gpus, node_cpus=node_cpus,
@@ -240,4 +261,8 @@ def build_plan(cfg: dict, run_dir: str, gpu_memory_gb: Optional[float] = None, f
         verl_passthrough=passthrough, accelerator_verl=flatten(cfg["accelerator"].get("verl") or {}),
         trainer_python=cfg["accelerator"].get("python"), stop_rules=rules, time_limit=limit,
         reward_kwargs=reward_side.kwargs, token_credit=reward_side.token_credit, attention=attention,
+        # grpo_token with reward.credit=token (src/rewards/credit/estimator.py), grpo_per_component with
+        # reward.normalise=per_component (src/rewards/normalise.py; the two exclude each other), else the algo's
+        estimator=normalise.adv_estimator(cfg, credit_launch.adv_estimator(reward_side.token_credit,
+                                                                           algo["adv_estimator"])),
     )

@@ -25,7 +25,8 @@ def credit_row(plan: RunPlan) -> tuple[str, str, str]:
     """reward.credit: where the reward lands on the response tokens (src/rewards/credit)."""
     t = plan.token_credit
     if t is None:
-        return ("reward credit", "sequence", "reward.credit: one score per answer, on its last token (verl's grpo)")
+        return ("reward credit", "sequence",
+                f"reward.credit: one score per answer, on its last token (verl's {plan.estimator})")
     sev = ", ".join(f"{k} {-t.scale * w / max(t.severity_weights.values()):g}" for k, w in t.severity_weights.items())
     return ("reward credit", f"token: {t.estimator}, weight {t.weight:g}",
             f"reward.credit; token penalties from {t.source} ({sev}); agent loop {t.agent_loop}")
@@ -36,11 +37,17 @@ def normalise_row(plan: RunPlan) -> tuple[str, str, str]:
     from src.rewards import normalise
 
     if not normalise.enabled(plan.reward_kwargs):
-        return ("reward normalisation", normalise.SUM, "reward.normalise: GRPO on the summed score (verl's grpo)")
+        return ("reward normalisation", normalise.SUM,
+                f"reward.normalise: the summed score, one advantage per answer from verl's {plan.estimator}")
     parts = ", ".join(f"{c} x{w:g}" for c, w in normalise.weights_of(plan.reward_kwargs).items())
     return ("reward normalisation", normalise.PER_COMPONENT,
             f"reward.normalise: each part normalised in its group, then weighted ({parts}); "
             f"verl: algorithm.adv_estimator={normalise.ESTIMATOR}")
+
+
+def trains_rows(plan: RunPlan) -> list[tuple]:
+    """What verl trains, with each value's source (src/plan/algorithm.py; empty before the verl config exists)."""
+    return [(r["what"], r["value"], r["source"]) for r in plan.trains]
 
 
 def time_limit_rows(plan: RunPlan) -> list[tuple]:
@@ -155,6 +162,7 @@ def render(plan: RunPlan, command: list[str], verl_config_path: str, console: Co
          "ray_kwargs.ray_init.num_cpus"),
         ("scorer models", ", ".join(plan.scorer_models) or "none (no service started)", "QE scoring service"),
         ("scorer placement", scorer_where(plan), "scorer.placement"),
+        *trains_rows(plan),
         credit_row(plan),
         normalise_row(plan),
         ("per node: GPUs, CPUs", f"{plan.node_gpus}, {plan.node_cpus}",

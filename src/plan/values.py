@@ -84,8 +84,9 @@ RANGES: dict[str, Range] = {
     "trainer.save_freq": Range("[-1, inf)", "trainer.save_freq=50 (-1: never)", integer=True),
     "trainer.test_freq": Range("[-1, inf)", "trainer.test_freq=25 (-1: never)", integer=True),
     "algo.kl_loss_coef": Range("[0, inf)", "algo.kl_loss_coef=0.001", ),
-    # the policy ratio is clipped to [1 - low, 1 + high] (verl/trainer/ppo/core_algos.py compute_policy_loss)
-    "algo.clip_ratio_low": Range("[0, 1)", "algo.clip_ratio_low=0.2"),
+    # the policy ratio is clipped to [1 - low, 1 + high] (verl/trainer/ppo/core_algos.py compute_policy_loss_*);
+    # 1: no lower bound but 0 (CISPO, conf/algo/cispo.yaml)
+    "algo.clip_ratio_low": Range("[0, 1]", "algo.clip_ratio_low=0.2"),
     "algo.clip_ratio_high": Range("[0, inf)", "algo.clip_ratio_high=0.28"),
     "algo.filter_groups.max_inflight_gen_batches": Range("[1, inf)", "algo.filter_groups.max_inflight_gen_batches=1",
                                                          integer=True),
@@ -120,7 +121,7 @@ VERL_RANGES: dict[str, Range] = {
     "actor_rollout_ref.actor.optim.min_lr_ratio": Range("[0, 1]", "0.0"),
     "actor_rollout_ref.actor.grad_clip": Range("(0, inf)", "1.0"),
     "actor_rollout_ref.actor.clip_ratio": Range("[0, 1)", "0.2"),
-    "actor_rollout_ref.actor.clip_ratio_low": Range("[0, 1)", "0.2"),
+    "actor_rollout_ref.actor.clip_ratio_low": Range("[0, 1]", "0.2"),
     "actor_rollout_ref.actor.clip_ratio_high": Range("[0, inf)", "0.28"),
     # dual-clip bound, asserted > 1 by verl/trainer/ppo/core_algos.py compute_policy_loss_vanilla
     "actor_rollout_ref.actor.clip_ratio_c": Range("(1, inf)", "3.0"),

@@ -88,13 +88,14 @@ def mode(cfg: Mapping[str, Any]) -> str:
     if algo["adv_estimator"] != "grpo":
         raise NormaliseConfigError(f"reward.normalise=per_component replaces the grpo advantage with {ESTIMATOR}; "
                                    f"algo {algo['name']} uses adv_estimator={algo['adv_estimator']} "
-                                   f"(use algo=grpo or algo=dapo)")
+                                   f"(use a preset with adv_estimator grpo: algo=grpo, dapo, gspo, clip_cov, ...; "
+                                   f"docs/algorithms.md)")
     if not algo.get("norm_adv_by_std_in_grpo", True):
         # without the division by each part's std the weighted sum of centred parts is the centred
         # score: exactly the grpo advantage of normalise=sum
-        raise NormaliseConfigError("reward.normalise=per_component without algo.norm_adv_by_std_in_grpo is the "
-                                   "summed reward's advantage exactly: use reward.normalise=sum, or "
-                                   "algo.norm_adv_by_std_in_grpo=true")
+        raise NormaliseConfigError(f"reward.normalise=per_component without algo.norm_adv_by_std_in_grpo is the "
+                                   f"summed reward's advantage exactly (algo {algo['name']} sets it false): use "
+                                   f"reward.normalise=sum, or algo.norm_adv_by_std_in_grpo=true")
     verl = cfg.get("verl") or {}
     if ((verl.get("trainer") or {}).get("use_v1", True)) is False:
         raise NormaliseConfigError("reward.normalise=per_component needs verl's V1 trainer (src/trainer reads the "

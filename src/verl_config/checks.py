@@ -67,6 +67,22 @@ def check_estimator(cfg: DictConfig) -> None:
     if str(value) not in core_algos.ADV_ESTIMATOR_REGISTRY:
         raise _refuse("algorithm.adv_estimator", value, core_algos.ADV_ESTIMATOR_REGISTRY,
                       "verl/trainer/ppo/core_algos.py get_adv_estimator_fn")
+    if _get(cfg, "trainer.use_v1") is not False and str(value) in NOT_IN_V1:
+        raise VerlValueError(f"algorithm.adv_estimator={value} does not run under verl 0.9.1's V1 trainer: "
+                             f"{NOT_IN_V1[str(value)]}; choose another algo= preset (docs/algorithms.md)")
+
+
+# registered estimators the V1 trainer cannot feed: its _compute_advantage (verl/trainer/ppo/v1/trainer_base.py)
+# fetches only uid, response_mask, rm_scores, log-probs and values from TransferQueue
+NOT_IN_V1 = {
+    "remax": "it needs reward_baselines from a greedy rollout per prompt, which only the legacy trainer runs "
+             "(verl/trainer/ppo/ray_trainer.py)",
+    "optimal_token_baseline": "it needs the actor's sum_pi_squared (verl/trainer/ppo/ray_trainer.py compute_advantage "
+                              "asserts it), which V1's _compute_advantage does not fetch",
+    "tir_optimal_token_baseline": "it needs the actor's sum_pi_squared, which V1's _compute_advantage does not fetch",
+    "gdpo": "it reads the reward's parts from the batch, which V1's _compute_advantage does not fetch "
+            "(reward.normalise=per_component is the project's per-part GRPO)",
+}
 
 
 def check_policy_loss(cfg: DictConfig) -> None:
@@ -78,6 +94,14 @@ def check_policy_loss(cfg: DictConfig) -> None:
     if value not in core_algos.POLICY_LOSS_REGISTRY:
         raise _refuse("actor_rollout_ref.actor.policy_loss.loss_mode", value, core_algos.POLICY_LOSS_REGISTRY,
                       "verl/trainer/ppo/core_algos.py get_policy_loss_fn")
+    # what the loss functions assert on the GPU workers (core_algos.compute_policy_loss_<mode>)
+    for mode, key, example in (("dro", "dro_beta", "0.1"), ("clip_cov", "clip_cov_ratio", "0.0002"),
+                               ("kl_cov", "kl_cov_ratio", "0.0002")):
+        number = _get(cfg, f"actor_rollout_ref.actor.policy_loss.{key}")
+        if value == mode and not (isinstance(number, (int, float)) and number > 0):
+            raise VerlValueError(f"policy loss {mode} needs actor_rollout_ref.actor.policy_loss.{key} > 0, got "
+                                 f"{number!r} (verl/trainer/ppo/core_algos.py compute_policy_loss_{mode}); set "
+                                 f"+verl.actor_rollout_ref.actor.policy_loss.{key}={example}")
 
 
 def check_reward_manager(cfg: DictConfig) -> None:

@@ -15,7 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from src.config import hydra_internal
 from src.config.dotted import flatten
-from src.plan import RunPlan
+from src.plan import RunPlan, algorithm
 from src.rewards import normalise
 from src.rewards.credit import launch as credit_launch
 
@@ -72,6 +72,10 @@ VERL_KEYS: list[tuple[str, Callable[[RunPlan, dict], Any]]] = [
     ("actor_rollout_ref.actor.clip_ratio_low", lambda p, c: c["algo"]["clip_ratio_low"]),
     ("actor_rollout_ref.actor.clip_ratio_high", lambda p, c: c["algo"]["clip_ratio_high"]),
     ("actor_rollout_ref.actor.loss_agg_mode", lambda p, c: c["algo"]["loss_agg_mode"]),
+    # Dr. GRPO's constant divisor for seq-mean-token-sum-norm, else null (verl's default; src/plan/algorithm.py)
+    ("actor_rollout_ref.actor.loss_scale_factor", lambda p, c: algorithm.loss_scale_factor(c)),
+    # a name registered with verl's core_algos.register_policy_loss (read by verl/workers/utils/losses.py ppo_loss)
+    ("actor_rollout_ref.actor.policy_loss.loss_mode", lambda p, c: c["algo"]["loss_mode"]),
     # rollout
     ("actor_rollout_ref.rollout.name", lambda p, c: "vllm"),
     ("actor_rollout_ref.rollout.n", lambda p, c: p.batch.n),
@@ -86,11 +90,8 @@ VERL_KEYS: list[tuple[str, Callable[[RunPlan, dict], Any]]] = [
     ("actor_rollout_ref.ref.log_prob_use_dynamic_bsz", lambda p, c: p.batch.dynamic_bsz),
     ("actor_rollout_ref.ref.log_prob_max_token_len_per_gpu",
         lambda p, c: p.batch.max_token_len_per_gpu or 2 * (p.max_prompt_length + p.max_response_length)),
-    # algorithm
-    # grpo_token with reward.credit=token (src/rewards/credit/estimator.py), grpo_per_component with
-    # reward.normalise=per_component (src/rewards/normalise.py; the two exclude each other), else the algo's
-    ("algorithm.adv_estimator", lambda p, c: normalise.adv_estimator(
-        c, credit_launch.adv_estimator(p.token_credit, c["algo"]["adv_estimator"]))),
+    # algorithm: the plan's estimator (the algo's, or reward.credit's / reward.normalise's)
+    ("algorithm.adv_estimator", lambda p, c: p.estimator),
     ("algorithm.norm_adv_by_std_in_grpo", lambda p, c: c["algo"]["norm_adv_by_std_in_grpo"]),
     ("algorithm.use_kl_in_reward", lambda p, c: False),
     ("algorithm.filter_groups.enable", lambda p, c: c["algo"]["filter_groups"]["enable"]),
@@ -191,6 +192,8 @@ def overrides(plan: RunPlan, cfg: dict) -> list[str]:
         out.append(f"{key}={_format(value)}")
     # reward.credit=token only: agent loop manager, agent loop, estimator weights (none for sequence)
     out += [f"{key}={_format(value)}" for key, value in credit_launch.verl_overrides(plan.token_credit)]
+    # the preset's own verl keys (algo.verl: its loss's parameters), then the accelerator's, then the user's
+    out += [f"++{key}={_format(value)}" for key, value in sorted(flatten(cfg["algo"].get("verl") or {}).items())]
     # `++` adds or overrides: what the accelerator needs (accelerator.verl: Ray's fake GPUs on CPU), then the
     # user's explicit verl keys, which win over both
     out += [f"++{key}={_format(value)}" for key, value in sorted(plan.accelerator_verl.items())]

@@ -47,7 +47,7 @@ def refused(capsys, args: list[str]) -> str:
     (["+verl.algorithm.kl_ctrl.kl_coef=-5"], "verl.algorithm.kl_ctrl.kl_coef must be a number >= 0, got -5"),
     (["trainer.total_training_steps=-3"], "trainer.total_training_steps must be an integer >= 1, got -3"),
     (["+verl.actor_rollout_ref.rollout.top_p=1.5"], "verl.actor_rollout_ref.rollout.top_p must be a number in (0, 1]"),
-    (["algo.clip_ratio_low=1.2"], "algo.clip_ratio_low must be a number in [0, 1)"),
+    (["algo.clip_ratio_low=1.2"], "algo.clip_ratio_low must be a number in [0, 1]"),
     (["seed=-1"], "seed must be an integer in [0, 4294967295]"),
     # a misspelt verl key, with the nearest existing one
     (["+verl.data.max_prompt_lenght=100"], "verl has no key data.max_prompt_lenght"),

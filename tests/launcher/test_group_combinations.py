@@ -1,6 +1,8 @@
-"""Every reward x algo x gpus option (enumerated from Hydra) composes, plans, and yields a verl
-config that verl's own code accepts: validate_config, the worker config classes and the workers'
-batch splitting (tests/launcher/test_verl_oracle.py verl_accepts), not our own src/plan/verl_rules.py."""
+"""Every reward x gpus option (enumerated from Hydra), with each algo preset that sets its own reward
+manager (grpo: verl's naive, dapo: ours), composes, plans, and yields a verl config that verl's own code
+accepts: validate_config, the worker config classes and the workers' batch splitting
+(tests/launcher/test_verl_oracle.py verl_accepts), not our own src/plan/verl_rules.py. Every algo preset on
+gpus 1..8 and 1..2 nodes, and with the reward's settings: tests/launcher/test_algo_presets.py."""
 import itertools
 
 import pytest
@@ -20,14 +22,20 @@ def group_options(group: str) -> list[str]:
 
 
 REWARDS, ALGOS = group_options("reward"), group_options("algo")
+# the presets whose reward side differs (the reward manager and its kwargs): every other preset changes only
+# the estimator and loss, which test_algo_presets.py sweeps on its own
+MANAGER_ALGOS = ["grpo", "dapo"]
 # the GPU counts the README promises (gpus is a plain integer key: any count is planned)
 GPUS = ["2", "3", "4", "8"]
-COMBOS = list(itertools.product(REWARDS, ALGOS, GPUS))
+COMBOS = list(itertools.product(REWARDS, MANAGER_ALGOS, GPUS))
 
 
 def test_groups_offer_what_the_readme_promises():
     assert set(REWARDS) == {"comet", "xcomet_xl", "word_qe", "metricx"}
-    assert set(ALGOS) == {"grpo", "dapo"}
+    assert set(MANAGER_ALGOS) <= set(ALGOS)
+    # every preset besides these uses verl's naive manager: the reward side of grpo's combinations
+    from src.config.presets import preset_values
+    assert {a for a in ALGOS if preset_values(a)["reward_manager"] != "naive"} == {"dapo"}
     assert len(COMBOS) == 32
 
 

@@ -1,6 +1,6 @@
 """Every shipped preset (conf/experiment/*.yaml, found by glob so a new preset is covered without
 editing this file) is composed, planned and accepted by verl's own code, as shipped and with
-every model x reward x algo x gpus option of the shipped groups.
+every model x reward x gpus option of the shipped groups, with grpo and dapo (the two reward managers).
 
 Planning runs on the whole product (cheap). verl's validation (compose verl's ppo_trainer,
 validate_config, worker config classes, batch split: test_verl_oracle.verl_accepts) costs about
@@ -19,11 +19,14 @@ from src import verl_config
 from src.config import CONF_DIR
 from src.plan import PlanError, build_plan
 
-from .test_group_combinations import GPUS, group_options
+from .test_group_combinations import GPUS, MANAGER_ALGOS, group_options
 from .test_verl_oracle import verl_accepts
 
 PRESETS = sorted(p.stem for p in Path(CONF_DIR, "experiment").glob("*.yaml"))
-MODELS, REWARDS, ALGOS = (group_options(g) for g in ("model", "reward", "algo"))
+MODELS, REWARDS = (group_options(g) for g in ("model", "reward"))
+# the algo presets with their own reward side (test_group_combinations.py MANAGER_ALGOS); every algo preset's
+# estimator and loss on every GPU and node count: test_algo_presets.py
+ALGOS = MANAGER_ALGOS
 
 
 def test_presets_are_found_and_are_hydra_options():

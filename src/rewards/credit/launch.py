@@ -20,6 +20,11 @@ AGENT_LOOP = "token_credit_agent"  # src/rewards/credit/agent_loop.py AGENT_NAME
 MANAGER_CLASS = "src.rewards.credit.agent_loop.TokenCreditAgentLoopManager"
 
 
+# verl policy losses that average the advantage over each answer before they use it, so a token's penalty
+# would move the whole answer (verl/trainer/ppo/core_algos.py)
+SEQUENCE_LOSSES = {"geo_mean": "averages the advantage over each answer (compute_policy_loss_geo_mean)"}
+
+
 @dataclass(frozen=True)
 class TokenCreditPlan:
     # the estimator's token weight w: A = GRPO + w * penalty / scale
@@ -58,9 +63,24 @@ def plan(cfg: dict, kw: dict) -> Optional[TokenCreditPlan]:
             f"{reward['name']} (mode={reward['mode']}) does not call it in training: use reward=xcomet_xl or "
             f"reward=word_qe, or reward.mode=train with reward.weights.mqm=1")
     if algo["adv_estimator"] != "grpo":
-        raise CreditConfigError(f"reward.credit=token replaces the grpo advantage with {ESTIMATOR}; algo "
-                                f"{algo['name']} uses adv_estimator={algo['adv_estimator']} "
-                                f"(use algo=grpo or algo=dapo)")
+        # verl's other estimators sum each answer's token rewards into one score first (core_algos.py
+        # compute_<estimator>_outcome_advantage: token_level_rewards.sum(dim=-1)), or discount them as returns
+        # (reinforce_plus_plus), so the penalties would stop being per token
+        raise CreditConfigError(f"reward.credit=token needs per-token advantages, which it builds on verl's grpo "
+                                f"({ESTIMATOR}); algo {algo['name']} uses adv_estimator={algo['adv_estimator']}, "
+                                f"which sums (or discounts) each answer's rewards before the advantage: use a preset "
+                                f"with adv_estimator grpo (algo=grpo, dapo, drgrpo, gspo, clip_cov, kl_cov, cispo, "
+                                f"sapo, ...; docs/algorithms.md)")
+    if algo.get("loss_mode") in SEQUENCE_LOSSES:
+        raise CreditConfigError(f"reward.credit=token needs a policy loss that keeps per-token advantages; "
+                                f"algo {algo['name']} uses loss_mode={algo['loss_mode']}, which "
+                                f"{SEQUENCE_LOSSES[algo['loss_mode']]}: use another algo= preset (docs/algorithms.md)")
+    if (((cfg.get("verl") or {}).get("algorithm") or {}).get("use_kl_in_reward")):
+        # verl subtracts the KL per token from rm_scores (verl/trainer/ppo/v1/trainer_base.py _compute_advantage,
+        # apply_kl_penalty): grpo_token would read it as error penalties
+        raise CreditConfigError("reward.credit=token reads token penalties from the reward, and "
+                                "verl.algorithm.use_kl_in_reward=true subtracts a KL term from every token of it: "
+                                "drop it (the KL loss, algo.use_kl_loss, works with token credit)")
     use_v1 = ((cfg.get("verl") or {}).get("trainer") or {}).get("use_v1", True)
     if use_v1 is False:
         raise CreditConfigError("reward.credit=token needs verl's V1 trainer (its agent loop builds rm_scores): "
