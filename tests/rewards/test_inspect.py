@@ -333,12 +333,12 @@ def _verl_reward_kwargs(overrides: list[str], tmp_path: Path) -> dict | str:
     from src import verl_config
     from src.config import compose_config
     from src.plan import PlanError, build_plan
-    from src.verl_config import checks
+    from src.verl_config import checks, user_keys
 
     cfg = compose_config(overrides + [f"paths.results_root={tmp_path}"])
     try:
         plan = build_plan(cfg, run_dir=str(tmp_path / "run"), flash_attn=None, flashinfer=False)
-        checks.check_user_keys(plan)
+        user_keys.check_user_keys(plan)
     except (PlanError, checks.VerlValueError) as exc:
         return str(exc)
     verl_cfg = verl_config.build(plan, cfg)
