@@ -42,7 +42,7 @@ def check_user_keys(plan) -> None:
 
 
 # verl's reward function and its kwargs are the reward group's (reward.*): set through `+verl.`, a
-# weight would train one thing while `python -m src.rewards.inspect`, the plan and the guards' checks
+# weight would train one thing while `python -m src.evaluate.inspect_reward`, the plan and the guards' checks
 # read another (issue 33: inspect scores with exactly the weights verl's config holds)
 REWARD_FUNCTION = "reward.custom_reward_function."
 REWARD_KEYS = {"train_weights": "weights", "validation_weights": "validation.weights"}
@@ -60,7 +60,7 @@ def _reward_function_refusal(key: str) -> str | None:
     else:
         hint = "choose the reward with reward=<group> (conf/reward/) or add a component (docs/rewards.md)"
     return (f"+verl.{key} is set by the reward group (reward.*), which the run's reward, its id and "
-            f"`python -m src.rewards.inspect` all read; {hint}")
+            f"`python -m src.evaluate.inspect_reward` all read; {hint}")
 
 
 def check_passthrough_keys(keys, added: list[str]) -> None:

@@ -1,4 +1,4 @@
-"""`python -m src.rewards.inspect`: the training reward of given translations, component by component.
+"""`python -m src.evaluate.inspect_reward`: the training reward of given translations, component by component.
 
 The expected values come from compute_score itself (called here as verl's reward workers call it,
 with the launcher's reward kwargs) and, with the tiny scorer, from the service's own answers;
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from src.rewards import inspect as tool
+from src.evaluate import inspect_reward as tool
 from src.rewards.bleu import sentence_bleu
 from src.rewards.compute import compute_score
 from src.rewards.settings import RewardSettings
@@ -304,10 +304,10 @@ def test_table_cut_to_the_terminal_width_only_on_a_terminal():
 def test_the_command_line_help_and_a_pipe_gets_full_lines(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ENV_KEYS}
     python = REPO / ".venv" / "bin" / "python"
-    res = subprocess.run([str(python), "-m", "src.rewards.inspect", "--help"], cwd=REPO, capture_output=True,
+    res = subprocess.run([str(python), "-m", "src.evaluate.inspect_reward", "--help"], cwd=REPO, capture_output=True,
                          text=True, timeout=120, env=env)
     assert res.returncode == 0 and "--no-scorer" in res.stdout and "scorer_url=" in res.stdout
-    res = subprocess.run([str(python), "-m", "src.rewards.inspect", "--input", str(EXAMPLE), "--no-scorer",
+    res = subprocess.run([str(python), "-m", "src.evaluate.inspect_reward", "--input", str(EXAMPLE), "--no-scorer",
                           "reward=comet"], cwd=REPO, capture_output=True, text=True, timeout=300,
                          env={**env, "COLUMNS": "40"})
     assert res.returncode == 0, res.stderr
