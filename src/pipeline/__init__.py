@@ -9,5 +9,5 @@ from .run import execute, hydra_task, run, train_command
 from .smoke import on_cpu_without_gpu
 
 __all__ = ["INTERRUPTED_EXIT", "SLURM_LAUNCHER", "USAGE_EXIT", "Lineage", "RunError", "UsageError", "execute",
-           "from_snapshot", "from_snapshot_command", "hydra_task", "identify", "on_cpu_without_gpu", "precheck", "run", "snapshot_dir_of",
-           "train_command"]
+           "from_snapshot", "from_snapshot_command", "hydra_task", "identify", "on_cpu_without_gpu", "precheck", "run",
+           "snapshot_dir_of", "train_command"]

@@ -90,7 +90,7 @@ def reward_kwargs(reward_cfg: Mapping[str, Any], scorer_models: Mapping[str, Any
     if METRICX_METRIC in names:  # idem: only a run with MetricX has its settings
         kw["metricx"] = {"reference": (reward_cfg.get("metricx") or {}).get("reference", False)}
     if reward_cfg.get("guards") is not None:
-        # a guard that is not a group (reward.guards.X=false) goes through as is: guard_settings.read_guards refuses it in one line
+        # a guard that is not a group (reward.guards.X=false) goes through as is: read_guards refuses it in one line
         kw["guards"] = {name: ({k: (list(v) if k == "languages" else v) for k, v in dict(sub).items()}
                                if isinstance(sub, Mapping) else sub)
                         for name, sub in dict(reward_cfg["guards"]).items()}
