@@ -35,11 +35,11 @@ def default_guard_config() -> dict:
 
 
 def guard_settings(config: dict, all_on: bool):
-    from src.rewards.settings import _guards
+    from src.rewards.guard_settings import read_guards
 
     if all_on:
         config = {name: {**sub, "enable": True} for name, sub in config.items()}
-    return _guards(config)
+    return read_guards(config)
 
 
 def evaluate(rows: list[dict], settings) -> dict[str, Counter]:
@@ -112,14 +112,15 @@ def length_sweep(rows: list[dict], config: dict) -> str:
 
 def cost_table(rows: list[dict], config: dict, repeats: int) -> str:
     from src.rewards import guards as g
-    from src.rewards.settings import GuardSettings
+    from src.rewards import lid
+    from src.rewards.guard_settings import GuardSettings
 
     full = guard_settings(config, all_on=True)
     off = {name: getattr(full, name) for name in g.NAMES}
-    g._identifier.cache_clear()
-    g._restricted.cache_clear()
+    lid.identifier.cache_clear()
+    lid.restricted.cache_clear()
     t0 = time.perf_counter()  # the model load, once per reward worker
-    g._restricted(full.wrong_language.languages)
+    lid.restricted(full.wrong_language.languages)
     load_s = time.perf_counter() - t0
     lines = ["| guard | us per response (mean over the hack set) |", "|---|---|"]
     total = 0.0

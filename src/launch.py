@@ -11,7 +11,6 @@ the app (src/pipeline/run.py `hydra_task`) for one run, or its launcher for a sw
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from src import config, pipeline
 
@@ -83,19 +82,7 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--from-snapshot" in argv:
-        i = argv.index("--from-snapshot")
-        if i + 1 >= len(argv) or argv[i + 1].startswith("-"):
-            print("error: --from-snapshot needs a dir, e.g. --from-snapshot outputs/runs/<run>/snapshot",
-                  file=sys.stderr)
-            return pipeline.USAGE_EXIT
-        extra = argv[:i] + argv[i + 2:]
-        try:
-            snap = pipeline.snapshot_dir_of(Path(argv[i + 1]))
-        except pipeline.UsageError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return pipeline.USAGE_EXIT
-        code = _snapshot_checks(snap, extra)
-        return code if code is not None else pipeline.from_snapshot(snap, extra)
+        return pipeline.from_snapshot_command(argv)
     if any(a in ("--help", "-h") for a in argv):
         print(usage())
     argv, note = pipeline.on_cpu_without_gpu(argv)
@@ -114,32 +101,6 @@ def _main(argv: list[str] | None) -> int:
     sys.argv = [sys.argv[0], *argv]
     entry()
     return 0
-
-
-def _snapshot_checks(snapshot_dir: Path, extra: list[str]) -> int | None:
-    """Before a --from-snapshot run: its new run dir can be written (else one line, exit 2), and a
-    dry run's snapshot (it records dry_run: true, so it dry-runs again unless the command line says
-    otherwise) says so, with how, before it happens."""
-    from src.pipeline.precheck import not_writable
-
-    try:
-        import yaml
-
-        composed = yaml.safe_load((snapshot_dir / "composed.yaml").read_text(encoding="utf-8"))
-    except (OSError, ValueError, yaml.YAMLError):
-        return None  # not a snapshot, or a damaged one: from_snapshot refuses it with its own line
-    if not isinstance(composed, dict):
-        return None
-    output_dir = (composed.get("paths") or {}).get("output_dir")
-    refusal = not_writable(Path(str(output_dir)) / "runs", "the run dir's parent", "paths.output_dir") if output_dir else None
-    if refusal:
-        print(f"error: {refusal.split('; ')[0]}; a re-run writes its run dir under the snapshot's paths.output_dir: "
-              f"make that writable", file=sys.stderr)
-        return pipeline.USAGE_EXIT
-    if composed.get("dry_run") is True and not any(a.startswith("dry_run=") for a in extra):
-        print(f"note: {snapshot_dir} is a dry run's snapshot, so this is a dry run again; add dry_run=false "
-              f"to start the run", file=sys.stderr)
-    return None
 
 
 if __name__ == "__main__":

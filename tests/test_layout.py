@@ -2,8 +2,9 @@
 
 ALLOWED is the import graph docs/layout.md draws: a package imports only the
 packages listed for it (lazy imports inside functions count), the graph has no cycle, and each
-package's two-line docstring names exactly what it may import. Plus the rules that keep the seams
-clean: no private name of another package, Hydra's private API in one adapter module, and the
+package's two-line docstring names exactly what it may import, with no exception. Below the packages,
+the modules: no two import each other, even lazily, and none imports another's private name. Plus
+Hydra's private API in one adapter module, and the
 scorer (its own environment) importing nothing of src but itself. The train-env packages that share
 facts with the service (rewards, evaluate, report: severity names, model kind -> metric, /score items)
 may import src.scorer for its stdlib-only vocabulary.py, one copy of them (tests/test_one_copy.py).
@@ -45,12 +46,6 @@ ALLOWED = {
     "launch": {"config", "pipeline"},
 }
 HYDRA_ADAPTER = SRC / "config" / "hydra_internal.py"
-# module -> the src packages it may import beyond its package's ALLOWED, only inside functions:
-# command-line tools that live beside what they inspect but that no importer of the package loads
-# (verl's reward workers import src.rewards, never its inspect command)
-CLI_EXCEPTIONS = {
-    SRC / "rewards" / "inspect.py": {"config", "evaluate"},
-}
 
 
 def unit_of(path: Path) -> str:
@@ -103,52 +98,58 @@ def test_the_allowed_graph_has_no_cycle():
     assert set(order) == set(ALLOWED)
 
 
-def module_level_import_lines(path: Path) -> set[int]:
-    """Lines of the imports that run when the module is imported (not inside a function)."""
-    lines, todo = set(), list(ast.parse(path.read_text(encoding="utf-8")).body)
-    while todo:
-        node = todo.pop()
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            lines.add(node.lineno)
-        elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            todo.extend(ast.iter_child_nodes(node))
-    return lines
-
-
 def test_every_import_goes_down_the_graph():
     wrong = []
     for path in python_files(SRC):
         unit = unit_of(path)
-        lazy_ok = CLI_EXCEPTIONS.get(path, set())
-        eager = module_level_import_lines(path) if lazy_ok else set()
         for module, names, line in imports(path):
             for target in src_target(module, names):
-                if target != unit and target not in ALLOWED[unit] and (target not in lazy_ok or line in eager):
+                if target != unit and target not in ALLOWED[unit]:
                     wrong.append(f"{path.relative_to(ROOT)}:{line} ({unit}) imports src.{target}")
     assert not wrong, "\n".join(wrong)
 
 
-def test_cli_exceptions_are_lazy_and_needed(tmp_path):
-    """Each exception names a module that exists and imports each excepted package, only lazily;
-    an import at module level (even under `if`/`try`) counts as eager."""
-    for path, packages in CLI_EXCEPTIONS.items():
-        assert path.is_file(), path
-        eager = module_level_import_lines(path)
-        lazy = {t for module, names, line in imports(path) if line not in eager for t in src_target(module, names)}
-        assert packages <= lazy, f"{path.relative_to(ROOT)}: excepted {sorted(packages - lazy)} but never imports it"
-    probe = tmp_path / "probe.py"
-    probe.write_text("import src.config\ntry:\n    import src.node\nexcept ImportError:\n    pass\n"
-                     "def f():\n    import src.evaluate\n", encoding="utf-8")
-    assert module_level_import_lines(probe) == {1, 3}
+def module_name(path: Path) -> str:
+    """'src.rewards.guards' for src/rewards/guards.py, 'src.rewards' for its __init__.py."""
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def test_no_private_name_of_another_package():
+def module_graph() -> dict[str, set[str]]:
+    """Module -> the src modules it imports (lazy imports included): `from src.rewards import guards`
+    reaches src.rewards.guards, `from src.rewards.guards import check` src.rewards.guards; a
+    package's __init__ is not counted as imported by its own modules."""
+    paths = {module_name(p): p for p in python_files(SRC)}
+    graph = {}
+    for name, path in paths.items():
+        reached = set()
+        for module, names, _ in imports(path):
+            for target in [f"{module}.{n}" for n in names if f"{module}.{n}" in paths] or [module]:
+                while target and target not in paths:  # `from src.rewards.guards import X`: the module
+                    target = target.rpartition(".")[0]
+                if target and target != name and not name.startswith(target + "."):
+                    reached.add(target)
+        graph[name] = reached
+    return graph
+
+
+def test_no_import_circle_between_modules():
+    """Packages in order are not enough: two modules of one package importing each other (lazily
+    or not) are a circle too, and a sign that one of them owns both sides of a boundary."""
+    try:
+        graphlib.TopologicalSorter(module_graph()).prepare()
+    except graphlib.CycleError as exc:
+        # graphlib lists the circle from importer to imported's importer: reversed, `a -> b` is `a imports b`
+        pytest.fail(f"import circle: {' -> '.join(reversed(exc.args[1]))}")
+
+
+def test_no_private_name_of_another_module():
+    """A `_name` is its module's own, even for a module of the same package: the name it is used under
+    elsewhere is a public one, or the fact moves to a module both can import."""
     wrong = []
     for path in python_files(SRC):
-        unit = unit_of(path)
         for module, names, line in imports(path):
-            targets = src_target(module, [])
-            if targets and targets[0] != unit:
+            if module.startswith("src") and module != module_name(path):
                 wrong += [f"{path.relative_to(ROOT)}:{line} imports {module}.{n}" for n in names
                           if n.startswith("_") and not n.startswith("__")]
     assert not wrong, "\n".join(wrong)
@@ -204,3 +205,9 @@ def test_the_checks_can_fail(tmp_path):
     assert ("src", ["pipeline"]) in found and ("src.node", ["training"]) in found
     assert src_target("src", ["pipeline"]) == ["pipeline"] and src_target("src.node", ["training"]) == ["node"]
     assert ("src.record.identity", ["_flatten"]) in found
+    graph = module_graph()  # the module walker sees `from pkg import module` and `from pkg.module import name`
+    assert {"src.rewards.lid", "src.rewards.guard_settings"} <= graph["src.rewards.guards"]
+    assert "src.verl_config.ppo_trainer" in graph["src.verl_config.user_keys"]
+    graph["src.rewards.lid"].add("src.rewards.guards")
+    with pytest.raises(graphlib.CycleError):
+        graphlib.TopologicalSorter(graph).prepare()

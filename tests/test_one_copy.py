@@ -116,7 +116,7 @@ def test_every_user_holds_the_one_copy():
 def test_kind_to_metric_is_what_each_user_had():
     """The mapping the evaluation kept by hand, and the reward's needs_ref rule, follow from KINDS."""
     from src.evaluate.qe_metrics import METRIC_KINDS
-    from src.rewards.settings import sentence_model_components
+    from src.rewards.group_kwargs import sentence_model_components
 
     assert {m: set(k) for m, k in METRIC_KINDS.items()} == {
         "comet": {"comet-da"}, "kiwi": {"cometkiwi", "referenceless"}, "xcomet": {"xcomet", "unified"},

@@ -136,7 +136,7 @@ def added_key_refusal(overrides: list[str]) -> str | None:
     names, so `+rewad=comet` (Hydra's own hint after `rewad=comet`) would compose, keep the default
     reward and only change the run's name. A `+name=` with no dot must name a config group
     (`+sweep=reward_grid`); a dotted key must be a key of the schema (src/config/schema.py), except
-    under its free-form parts (`verl.`: checked against verl's own tree by src/verl_config/checks.py;
+    under its free-form parts (`verl.`: checked against verl's own tree by src/verl_config/user_keys.py;
     `reward.`, a mapping such as `scorer.models.`). Hydra's own keys (`hydra.`) are Hydra's business."""
     import difflib
     import typing

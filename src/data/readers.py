@@ -101,7 +101,7 @@ def _text(value, where: str, column: str) -> str:
 
 class JsonLineError(InputError):
     """A line of a JSON-lines file that is not one JSON object. The message is the readers' own;
-    the fields say what is wrong, for a caller that words it its way (src/rewards/inspect.py)."""
+    the fields say what is wrong, for a caller that words it its way (src/evaluate/inspect_reward.py)."""
 
     def __init__(self, path: Path, line: int, kind: str, detail: str = "", column: int = 0):
         self.path, self.line, self.kind, self.detail, self.column = path, line, kind, detail, column

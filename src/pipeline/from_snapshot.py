@@ -82,6 +82,50 @@ def from_snapshot(snapshot_dir: Path, extra: list[str]) -> int:
     return code
 
 
+def from_snapshot_command(argv: list[str]) -> int:
+    """`python -m src.launch ... --from-snapshot DIR ...`: the dir read from the command line, checked
+    (_before_replay), then the run; a missing or bad dir is one `error:` line and exit 2."""
+    i = argv.index("--from-snapshot")
+    if i + 1 >= len(argv) or argv[i + 1].startswith("-"):
+        print("error: --from-snapshot needs a dir, e.g. --from-snapshot outputs/runs/<run>/snapshot",
+              file=sys.stderr)
+        return USAGE_EXIT
+    extra = argv[:i] + argv[i + 2:]
+    try:
+        snap = snapshot_dir_of(Path(argv[i + 1]))
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return USAGE_EXIT
+    code = _before_replay(snap, extra)
+    return code if code is not None else from_snapshot(snap, extra)
+
+
+def _before_replay(snapshot_dir: Path, extra: list[str]) -> int | None:
+    """Before a --from-snapshot run: its new run dir can be written (else one line, exit 2), and a
+    dry run's snapshot (it records dry_run: true, so it dry-runs again unless the command line says
+    otherwise) says so, with how, before it happens."""
+    from .precheck import not_writable
+
+    try:
+        import yaml
+
+        composed = yaml.safe_load((snapshot_dir / "composed.yaml").read_text(encoding="utf-8"))
+    except (OSError, ValueError, yaml.YAMLError):
+        return None  # not a snapshot, or a damaged one: from_snapshot refuses it with its own line
+    if not isinstance(composed, dict):
+        return None
+    output_dir = (composed.get("paths") or {}).get("output_dir")
+    refusal = not_writable(Path(str(output_dir)) / "runs", "the run dir's parent", "paths.output_dir") if output_dir else None
+    if refusal:
+        print(f"error: {refusal.split('; ')[0]}; a re-run writes its run dir under the snapshot's paths.output_dir: "
+              f"make that writable", file=sys.stderr)
+        return USAGE_EXIT
+    if composed.get("dry_run") is True and not any(a.startswith("dry_run=") for a in extra):
+        print(f"note: {snapshot_dir} is a dry run's snapshot, so this is a dry run again; add dry_run=false "
+              f"to start the run", file=sys.stderr)
+    return None
+
+
 def notice(old: upgrade.Upgraded, replay: Replay) -> list[str]:
     """The first lines of a re-run: what was brought into today's shape, and whether verl runs
     anything the snapshot did not have."""

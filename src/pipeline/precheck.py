@@ -23,6 +23,7 @@ from src.plan import PlanError, RunPlan, build_plan
 from src.slurm import request as slurm_request
 from src.slurm.task import SlurmTask, slurm_task
 from src.verl_config import checks as verl_checks
+from src.verl_config import user_keys
 
 from .errors import UsageError
 
@@ -61,7 +62,7 @@ def precheck(overrides: list[str], multirun: bool, environ: dict | None = None) 
             job = [o for o in combo if not config.is_hydra_override(o)]
             composed = config.to_plain(base) if job == fixed_job else config.compose_config(job)
             plan = build_plan(composed, run_dir="<run dir>", gpu_memory_gb=detected_gpu_memory(composed, environ))
-            verl_checks.check_user_keys(plan)
+            user_keys.check_user_keys(plan)
             check_data_files(plan, composed, checked)
             if not composed["dry_run"]:  # a dry run writes nothing into the checkpoint dir
                 refusal = not_writable(Path(plan.checkpoint_dir), "the checkpoint dir", "paths.results_root")

@@ -24,6 +24,7 @@ from src.record import identity, snapshot
 from src.record.sweep_summary import FAILED, PENDING, SUCCEEDED
 from src.slurm.task import slurm_task
 from src.verl_config import checks as verl_checks
+from src.verl_config import user_keys
 
 from . import learning, local_sweep, smoke, tiny_build
 from .errors import INTERRUPTED_EXIT, USAGE_EXIT, RunError, UsageError, verl_reason
@@ -82,8 +83,8 @@ def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dic
     dry = bool(composed["dry_run"])
     try:
         try:
-            # a `+verl.` key verl's tree lacks would be added silently (src/verl_config/checks.py)
-            verl_checks.check_user_keys(plan)
+            # a `+verl.` key verl's tree lacks would be added silently (src/verl_config/user_keys.py)
+            user_keys.check_user_keys(plan)
         except verl_checks.VerlValueError as exc:
             raise UsageError(str(exc)) from None
         refused = learning.refusal(composed)  # experiment=learn_tiny: a verdict it could read

@@ -205,7 +205,7 @@ TRAIN_WEIGHTS_KEY = "reward.custom_reward_function.reward_kwargs.train_weights"
 
 
 def train_weights_of(cfg: dict) -> dict[str, float] | None:
-    """{component: weight} the training reward used (src/rewards/settings.py reward_kwargs), the
+    """{component: weight} the training reward used (src/rewards/group_kwargs.py reward_kwargs), the
     numeric entries only; None when the config has none (a run of another reward function)."""
     raw = _nested(cfg, TRAIN_WEIGHTS_KEY)
     if not isinstance(raw, dict):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from src.rewards.degenerate import base_lang
+from src.rewards.languages import base_lang
 
 _TOKENIZERS = {"zh": "zh", "ja": "ja-mecab"}
 

@@ -64,7 +64,7 @@ class RewardComponent:
     clip: ClassVar[tuple[float, float]] = (0.0, 1.0)
     # False: part of a run (a key of its reward kwargs and of every result) only when the group names
     # a model for its role or weights it; a component added after runs were recorded keeps their
-    # verl config, run id and logged keys as they were (src/rewards/settings.py run_components)
+    # verl config, run id and logged keys as they were (src/rewards/group_kwargs.py run_components)
     in_every_run: ClassVar[bool] = True
 
     def value(self, x: ComponentInput) -> float | None:

@@ -2,7 +2,7 @@
 
 Wired by the launcher (src/verl_config/ppo_trainer.py) as
     reward.custom_reward_function.path = pkg://src.rewards.compute, name = compute_score
-    reward.custom_reward_function.reward_kwargs = src.rewards.settings.reward_kwargs(...)
+    reward.custom_reward_function.reward_kwargs = src.rewards.group_kwargs.reward_kwargs(...)
 verl merges the reward_kwargs into the call's keyword arguments.
 
 Per response:  parse (template's format) -> cheap degenerate checks and guards -> BLEU + QE service
@@ -100,7 +100,7 @@ def _clean(text: str) -> str:
 
 async def compute_score(data_source: str, solution_str: str, ground_truth: str, extra_info: dict | None = None,
                         *, ask_scorer: bool = True, **kwargs: Any) -> dict:
-    """`ask_scorer=False` (python -m src.rewards.inspect --no-scorer; verl never passes it): the QE
+    """`ask_scorer=False` (python -m src.evaluate.inspect_reward --no-scorer; verl never passes it): the QE
     service is not asked, so every component that needs a QE model stays None, and a weighted one
     counts at its lower clip bound (src/rewards/combine.py); everything else is computed as in training."""
     s = settings_from({k: v for k, v in kwargs.items() if k not in _VERL_EXTRA_KWARGS})

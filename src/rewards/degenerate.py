@@ -13,6 +13,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+from src.rewards.languages import SCRIPTS, base_lang
 from src.rewards.settings import DegenerateSettings
 
 ANALYSED_CHARS = 10_000
@@ -23,20 +24,8 @@ MAX_TRANSLATION_CHARS = 20_000
 # every 3-character answer absurd.
 LENGTH_SLACK = 3
 
-_HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
-_KANA = "\u3040-\u309f\u30a0-\u30ff\u31f0-\u31ff\uff66-\uff9f"
-_HANGUL = "\uac00-\ud7af\u1100-\u11ff\u3130-\u318f"
-_LATIN = "A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f\u1e00-\u1eff"
-_CYRILLIC = "\u0400-\u04ff"
-# target language (base code) -> letters that count as its script
-_SCRIPTS = {
-    "zh": re.compile(f"[{_HAN}]"),
-    "ja": re.compile(f"[{_HAN}{_KANA}]"),
-    "ko": re.compile(f"[{_HANGUL}{_HAN}]"),
-    "ru": re.compile(f"[{_CYRILLIC}]"),
-    "uk": re.compile(f"[{_CYRILLIC}]"),
-    **{lang: re.compile(f"[{_LATIN}]") for lang in ("en", "de", "fr", "es", "it", "pt", "nl", "cs", "pl", "ro")},
-}
+# target language (base code) -> letters that count as its script (src/rewards/languages.py SCRIPTS)
+_SCRIPT_LETTERS = {lang: re.compile(f"[{script.letters}]") for lang, script in SCRIPTS.items()}
 
 FLAGS = ("degenerate_empty", "degenerate_source_copy", "degenerate_wrong_script", "degenerate_length_ratio")
 
@@ -65,10 +54,6 @@ class Degenerate:
         return min(applied)
 
 
-def base_lang(code: str | None) -> str:
-    return (code or "").split("-")[0].split("_")[0].lower()
-
-
 def _normalise(text: str) -> str:
     """Compatibility-folded, lower-cased, without whitespace, punctuation and symbols."""
     text = unicodedata.normalize("NFKC", text[:ANALYSED_CHARS]).casefold()
@@ -93,7 +78,7 @@ def copy_similarity(a: str, b: str) -> float:
 def script_share(text: str, lang: str) -> float | None:
     """Share of letters in `lang`'s script; None when unknown (no rule for the language, or no
     letters at all, e.g. only digits)."""
-    pattern = _SCRIPTS.get(base_lang(lang))
+    pattern = _SCRIPT_LETTERS.get(base_lang(lang))
     if pattern is None:
         return None
     sample = text[:ANALYSED_CHARS]

@@ -22,29 +22,23 @@ benches/guards.py, benches/RESULTS.md ("Reward guards"); tests/fixtures/hack_set
 """
 from __future__ import annotations
 
-import os
 import re
-import struct
 from dataclasses import dataclass
-from functools import lru_cache
-from pathlib import Path
 
-from src.rewards.degenerate import _CYRILLIC, _HAN, _HANGUL, _KANA, _LATIN, ANALYSED_CHARS, base_lang
-from src.rewards.settings import (GUARD_NAMES, CodeMixSettings, GuardSettings, LengthCoverageSettings, RepetitionSettings,
-                                  RewardConfigError, WrongLanguageSettings)
+from src.rewards import lid
+from src.rewards.degenerate import ANALYSED_CHARS
+from src.rewards.guard_settings import (GUARD_NAMES, CodeMixSettings, GuardSettings, LengthCoverageSettings,
+                                        RepetitionSettings, WrongLanguageSettings)
+from src.rewards.languages import CYRILLIC, HAN, HANGUL, KANA, LATIN, base_lang, family, unspaced
 
 NAMES = GUARD_NAMES
 FLAGS = tuple(f"guard_{n}" for n in NAMES)
 
 # one token: a CJK character (each one a unit: zh/ja have no spaces), a word of an alphabetic
 # script, or a number
-_TOKEN = re.compile(f"[{_HAN}{_KANA}]|[{_HANGUL}]+|[{_LATIN}{_CYRILLIC}0-9]+(?:['’\\-.][{_LATIN}{_CYRILLIC}0-9]+)*")
-_CJK_CHAR = re.compile(f"[{_HAN}{_KANA}{_HANGUL}]")
-_LATIN_WORD = re.compile(f"[{_LATIN}]")
-# the script family of a target language, for which tokens are "the other script"
-_SCRIPT_OF = {"zh": "cjk", "ja": "cjk", "ko": "cjk", "ru": "cyrillic", "uk": "cyrillic",
-              **{lang: "latin" for lang in ("en", "de", "fr", "es", "it", "pt", "nl", "cs", "pl", "ro")}}
-_CJK_TARGETS = ("zh", "ja")  # no spaces: length in characters, n-grams of characters
+_TOKEN = re.compile(f"[{HAN}{KANA}]|[{HANGUL}]+|[{LATIN}{CYRILLIC}0-9]+(?:['’\\-.][{LATIN}{CYRILLIC}0-9]+)*")
+_CJK_CHAR = re.compile(f"[{HAN}{KANA}{HANGUL}]")
+_LATIN_WORD = re.compile(f"[{LATIN}]")
 
 # Usual target units per source unit when there is no reference (words for alphabetic targets,
 # characters for zh/ja), measured on WMT-style news: an English sentence has about 0.65 words per
@@ -114,141 +108,6 @@ def _name_like(tok: str) -> bool:
 # ----------------------------------------------------------------------------------------------
 # the guards
 # ----------------------------------------------------------------------------------------------
-@lru_cache(maxsize=1)
-def _identifier():
-    # loaded once per reward worker (about 0.5-1.5 s); py3langid/langid.py: LanguageIdentifier
-    from py3langid.langid import MODEL_FILE, LanguageIdentifier
-
-    return LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
-
-
-def known_languages(model: str | None = None) -> list[str]:
-    """The codes the identifier knows (settings check reward.guards.wrong_language.languages):
-    py3langid's, or those of the fastText model at `model` (which this loads)."""
-    return _identifier().labels if model is None else sorted(set(fasttext_lid(model).code_of.values()))
-
-
-@lru_cache(maxsize=8)
-def _restricted(languages: tuple[str, ...]):
-    from py3langid.langid import MODEL_FILE, LanguageIdentifier
-
-    ident = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
-    ident.set_languages(list(languages))
-    return ident
-
-
-# ISO 639-1 code -> ISO 639-3 (the 639-2/T code, as OpenLID-v2 and GlotLID labels name languages)
-_ISO_639_1 = dict(pair.split(":") for pair in """
-    aa:aar ab:abk ae:ave af:afr ak:aka am:amh an:arg ar:ara as:asm av:ava ay:aym az:aze ba:bak be:bel
-    bg:bul bi:bis bm:bam bn:ben bo:bod br:bre bs:bos ca:cat ce:che ch:cha co:cos cr:cre cs:ces cu:chu
-    cv:chv cy:cym da:dan de:deu dv:div dz:dzo ee:ewe el:ell en:eng eo:epo es:spa et:est eu:eus fa:fas
-    ff:ful fi:fin fj:fij fo:fao fr:fra fy:fry ga:gle gd:gla gl:glg gn:grn gu:guj gv:glv ha:hau he:heb
-    hi:hin ho:hmo hr:hrv ht:hat hu:hun hy:hye hz:her ia:ina id:ind ie:ile ig:ibo ii:iii ik:ipk io:ido
-    is:isl it:ita iu:iku ja:jpn jv:jav ka:kat kg:kon ki:kik kj:kua kk:kaz kl:kal km:khm kn:kan ko:kor
-    kr:kau ks:kas ku:kur kv:kom kw:cor ky:kir la:lat lb:ltz lg:lug li:lim ln:lin lo:lao lt:lit lu:lub
-    lv:lav mg:mlg mh:mah mi:mri mk:mkd ml:mal mn:mon mr:mar ms:msa mt:mlt my:mya na:nau nb:nob nd:nde
-    ne:nep ng:ndo nl:nld nn:nno no:nor nr:nbl nv:nav ny:nya oc:oci oj:oji om:orm or:ori os:oss pa:pan
-    pi:pli pl:pol ps:pus pt:por qu:que rm:roh rn:run ro:ron ru:rus rw:kin sa:san sc:srd sd:snd se:sme
-    sg:sag si:sin sk:slk sl:slv sm:smo sn:sna so:som sq:sqi sr:srp ss:ssw st:sot su:sun sv:swe sw:swa
-    ta:tam te:tel tg:tgk th:tha ti:tir tk:tuk tl:tgl tn:tsn to:ton tr:tur ts:tso tt:tat tw:twi ty:tah
-    ug:uig uk:ukr ur:urd uz:uzb ve:ven vi:vie vo:vol wa:wln wo:wol xh:xho yi:yid yo:yor za:zha zh:zho
-    zu:zul""".split())
-# the individual languages OpenLID-v2 / GlotLID label where ISO 639-1 names their macrolanguage
-# (Mandarin is zh, Standard Arabic ar, Iranian Persian fa, ...)
-_MACRO_MEMBERS = {"cmn": "zh", "arb": "ar", "pes": "fa", "prs": "fa", "zsm": "ms", "ekk": "et", "lvs": "lv",
-                  "npi": "ne", "khk": "mn", "uzn": "uz", "swh": "sw", "ydd": "yi", "azj": "az", "azb": "az",
-                  "als": "sq", "plt": "mg", "gaz": "om", "quy": "qu", "ory": "or", "pbt": "ps", "kmr": "ku",
-                  "ckb": "ku"}
-_ISO_639_3 = {three: two for two, three in _ISO_639_1.items()} | _MACRO_MEMBERS
-FASTTEXT_LABEL = "__label__"
-
-
-def lid_code(label: str) -> str:
-    """A fastText LID label (OpenLID-v2 / GlotLID: __label__eng_Latn, __label__zho_Hans) -> the
-    project's code: ISO 639-1 where the language (or its macrolanguage) has one, else the ISO
-    639-3 code as the label gives it (yue, wuu: py3langid names these the same); the script is
-    dropped (zho_Hans and zho_Hant are both zh)."""
-    lang = label.removeprefix(FASTTEXT_LABEL).split("_")[0]
-    return _ISO_639_3.get(lang, lang)
-
-
-class FastTextLID:
-    """A fastText LID model, its labels mapped to the project's codes (lid_code)."""
-
-    def __init__(self, path: str, model) -> None:
-        self.path, self.model = path, model
-        self.code_of = {label: lid_code(label) for label in model.get_labels()}
-
-    def classify(self, text: str, languages: tuple[str, ...]) -> tuple[str, float] | None:
-        """(language, probability) among `languages`, as py3langid's set_languages restricts: the
-        labels' probabilities summed per code (zho_Hans + zho_Hant), renormalised over `languages`."""
-        labels, probs = self.model.predict(" ".join(text.split()), k=-1)  # fastText: one line
-        mass = dict.fromkeys(languages, 0.0)
-        for label, p in zip(labels, probs):
-            code = self.code_of[label]
-            if code in mass:
-                mass[code] += float(p)
-        total = sum(mass.values())
-        if total <= 0.0:
-            return None
-        best = max(mass, key=mass.__getitem__)
-        return best, mass[best] / total
-
-
-_FASTTEXT_MAGIC = 793712314
-
-
-def _cut_short(path: str) -> str | None:
-    """Why a fastText .bin is incomplete, None if it is not. fastText's loader does not fail on a file
-    cut short (an interrupted download): it loops inside the dictionary or reads zeros. The layout
-    (fastText src/fasttext.cc saveModel: magic, version, Args of 12 int32 + a double, the
-    Dictionary's size/nwords/nlabels, ..., then qout and the output matrix last: nlabels x dim
-    floats, nwords x dim for word vectors) says from the header how the file must end. A .ftz
-    quantized with -qout ends otherwise."""
-    size = os.path.getsize(path)
-    with open(path, "rb") as f:
-        head = f.read(76)
-        if len(head) < 4 or struct.unpack_from("<i", head)[0] != _FASTTEXT_MAGIC:
-            return None  # not fastText: its loader says "wrong file format"
-        if len(head) < 76:
-            return f"{size} bytes, less than its header"
-        dim = struct.unpack_from("<i", head, 8)[0]
-        nwords, nlabels = struct.unpack_from("<ii", head, 68)
-        want = nlabels or nwords
-        tail = 17 + 4 * want * dim
-        if dim > 0 and want > 0 and size >= 76 + tail:
-            f.seek(size - tail)
-            qout, rows, cols = struct.unpack("<?qq", f.read(17))
-            if not qout and (rows, cols) == (want, dim):
-                return None
-    return f"its {size} bytes do not end with the {want} x {dim} output matrix its header announces: cut short?"
-
-
-@lru_cache(maxsize=2)
-def fasttext_lid(path: str) -> FastTextLID:
-    """The fastText model at `path`, loaded once per process (the launcher's check, each reward
-    worker); a missing or unreadable file is one RewardConfigError line."""
-    key = "reward.guards.wrong_language.model"
-    if not Path(path).is_file():
-        raise RewardConfigError(f"{key}: {path} not found; put an OpenLID-v2 or GlotLID fastText .bin there "
-                                f"or set it to null (py3langid)")
-    incomplete = _cut_short(path)
-    if incomplete:
-        raise RewardConfigError(f"{key}: {path} is not a complete fastText model ({incomplete}); download it again")
-    import fasttext  # the fasttext-numpy2 wheel (envs/train.in)
-
-    try:
-        model = fasttext.load_model(path)
-        labels = model.get_labels()
-    except Exception as exc:  # fastText: ValueError "... has wrong file format!"
-        reason = " ".join(str(exc).split()) or type(exc).__name__
-        raise RewardConfigError(f"{key}: {path} is not a fastText model ({reason})") from None
-    if not labels or not all(label.startswith(FASTTEXT_LABEL) for label in labels):
-        raise RewardConfigError(f"{key}: {path} is a fastText model without {FASTTEXT_LABEL} labels, not a "
-                                f"language identifier such as OpenLID-v2 or GlotLID")
-    return FastTextLID(path, model)
-
-
 def _lid_text(text: str, tgt: str) -> str:
     """The answer without what every language keeps (numbers, acronyms, capitalised names) and,
     for a zh/ja target, without Latin words: what is left says which language it is."""
@@ -256,12 +115,12 @@ def _lid_text(text: str, tgt: str) -> str:
     for tok in tokens(text):
         if _name_like(tok):
             continue
-        if tgt in _CJK_TARGETS and not _is_cjk(tok):
+        if unspaced(tgt) and not _is_cjk(tok):
             continue
         if not _is_cjk(tok) and tok[:1].isupper() and tgt not in ("de",) and kept:
             continue  # a capitalised word inside a sentence: a name (German capitalises nouns)
         kept.append(tok)
-    joiner = "" if tgt in _CJK_TARGETS else " "
+    joiner = "" if unspaced(tgt) else " "
     return joiner.join(kept)
 
 
@@ -271,8 +130,8 @@ def identify(text: str, tgt: str, s: WrongLanguageSettings) -> tuple[str, float]
     if sum(ch.isalpha() for ch in sample) < s.min_letters:
         return None
     if s.model is not None:
-        return fasttext_lid(s.model).classify(sample, s.languages)
-    return _restricted(s.languages).classify(sample)
+        return lid.fasttext_lid(s.model).classify(sample, s.languages)
+    return lid.restricted(s.languages).classify(sample)
 
 
 def _wrong_language(text: str, tgt: str, s: WrongLanguageSettings) -> bool:
@@ -283,7 +142,7 @@ def _wrong_language(text: str, tgt: str, s: WrongLanguageSettings) -> bool:
 
 
 def _ngram_n(tgt: str) -> int:
-    return 4 if tgt in _CJK_TARGETS else 3
+    return 4 if unspaced(tgt) else 3
 
 
 def repeated_share(text: str, n: int) -> float:
@@ -321,7 +180,7 @@ def untranslated_share(text: str, source: str, reference: str, src: str, tgt: st
     if not toks:
         return 0.0, 0
     ref_toks = {t.casefold() for t in tokens(reference)} | _source_names(source)
-    src_script, tgt_script = _SCRIPT_OF.get(src), _SCRIPT_OF.get(tgt)
+    src_script, tgt_script = family(src), family(tgt)
     if src_script and tgt_script and src_script != tgt_script:
         foreign = [t for t in toks if _script(t) == src_script]
     else:
@@ -354,7 +213,7 @@ def length_units(text: str, lang: str) -> int:
     """Words, or characters for zh/ja, where a word in another script (a name kept in Latin
     letters: Merkel for 默克尔) counts as LATIN_WORD_CHARS characters."""
     toks = tokens(text)
-    if lang not in _CJK_TARGETS:
+    if not unspaced(lang):
         return len(toks)
     return sum(1 if _is_cjk(t) else LATIN_WORD_CHARS for t in toks)
 
@@ -364,7 +223,7 @@ def coverage_ratio(text: str, source: str, reference: str, src: str, tgt: str) -
     got = length_units(text, tgt)
     if reference.strip():
         return (got + 2) / (length_units(reference, tgt) + 2)
-    ratio = PAIR_RATIO.get((src, tgt), 1.0 if _SCRIPT_OF.get(src) == _SCRIPT_OF.get(tgt) else None)
+    ratio = PAIR_RATIO.get((src, tgt), 1.0 if family(src) == family(tgt) else None)
     if ratio is None or not source.strip():
         return None
     return (got + 2) / (length_units(source, src) * ratio + 2)

@@ -1,11 +1,11 @@
 """The reward's side of a launch: the reward kwargs verl passes to compute_score, built once.
 
 `reward.custom_reward_function.reward_kwargs` is the reward group's settings
-(src/rewards/settings.py reward_kwargs) plus what reward.credit (src/rewards/credit/launch.py) and
+(src/rewards/group_kwargs.py reward_kwargs) plus what reward.credit (src/rewards/credit/launch.py) and
 reward.normalise (src/rewards/normalise.py) add; with their defaults those add nothing. The
 launcher builds it once per run, in the plan (src/plan/run_plan.py: the first place a launch
 derives anything from the reward, so every refusal comes before anything is written), and
-src/verl_config copies it into verl's config; `python -m src.rewards.inspect` scores with the
+src/verl_config copies it into verl's config; `python -m src.evaluate.inspect_reward` scores with the
 same. Stdlib only, as the rest of the launch side of src/rewards.
 """
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
-from src.rewards import degenerate, guards, names, normalise, plugins
+from src.rewards import degenerate, group_kwargs, guards, names, normalise, plugins
 from src.rewards import settings as rewards_settings
 from src.rewards.credit import launch as credit_launch
 from src.rewards.credit import ranges as credit_ranges
@@ -57,7 +57,7 @@ def _check_component_names(kwargs: Mapping[str, Any]) -> None:
 
 def reward_launch(cfg: Mapping[str, Any]) -> RewardLaunch:
     """From the composed config; raises one of REFUSALS for a reward that cannot work."""
-    group = rewards_settings.reward_kwargs(cfg["reward"], cfg["scorer"]["models"], cfg["paths"]["root_dir"])
+    group = group_kwargs.reward_kwargs(cfg["reward"], cfg["scorer"]["models"], cfg["paths"]["root_dir"])
     _check_component_names(group)
     token_credit = credit_launch.plan(cfg, group)
     kwargs = {**group, **credit_launch.reward_kwargs(token_credit), **normalise.reward_kwargs(cfg)}

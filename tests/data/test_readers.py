@@ -44,7 +44,7 @@ def test_jsonl_broken_line(tmp_path):
 
 def test_json_lines_one_loop_for_every_reader(tmp_path):
     """iter_json_objects: line numbers of the file (blank lines skipped), and what is wrong with a
-    line in fields a caller can word its own way (src/rewards/inspect.py does)."""
+    line in fields a caller can word its own way (src/evaluate/inspect_reward.py does)."""
     f = tmp_path / "x.jsonl"
     f.write_text('{"a": 1}\n\n  \n{"b": "x\u2028y"}\r\n', encoding="utf-8")
     assert list(iter_json_objects(f)) == [(1, {"a": 1}), (4, {"b": "x\u2028y"})]

@@ -22,7 +22,7 @@ from src import launch as launcher
 from src.config import CODE_ROOT
 from src.data.parquet_io import write_parquet_atomic
 from src.data.rows import Example, make_row
-from src.verl_config import VERL_KEYS, checks
+from src.verl_config import VERL_KEYS, checks, user_keys
 from tests.launcher.conftest import files_under, launch
 
 EX = Example(src="这只猫坐在垫子上。", tgt="The cat sat on the mat.", src_lang="zh", tgt_lang="en")
@@ -79,7 +79,7 @@ def test_misspelt_verl_key_names_the_nearest_and_a_misspelt_group_the_right_form
 
 def test_verl_keys_in_open_dicts_and_dataclass_fields_pass():
     added = [k for k, _ in VERL_KEYS]
-    checks.check_passthrough_keys([
+    user_keys.check_passthrough_keys([
         "actor_rollout_ref.actor.optim.lr",                         # a yaml key
         "actor_rollout_ref.model.override_config.attn_implementation",  # verl's `override_config: {}`
         "actor_rollout_ref.rollout.engine_kwargs.vllm.enforce_eager",   # `engine_kwargs.vllm: {}`
@@ -88,7 +88,7 @@ def test_verl_keys_in_open_dicts_and_dataclass_fields_pass():
         "actor_rollout_ref.rollout.agent.agent_loop_manager_class",  # AgentLoopConfig field, not in the yaml
     ], added)
     with pytest.raises(checks.VerlValueError, match="did you mean \\+verl.reward.num_workers"):
-        checks.check_passthrough_keys(["reward.num_workerz"], added)
+        user_keys.check_passthrough_keys(["reward.num_workerz"], added)
 
 
 def _prepared(path: Path, template: str = "base", split: str = "train", rows: int = 2) -> Path:

@@ -1,6 +1,6 @@
 """The reward kwargs (reward.custom_reward_function.reward_kwargs) are built once per launch, in the
 plan (src/rewards/launch.py), and are what verl's config holds and what `python -m
-src.rewards.inspect` scores with. The real builder runs; the test only counts its calls."""
+src.evaluate.inspect_reward` scores with. The real builder runs; the test only counts its calls."""
 from __future__ import annotations
 
 import pytest
@@ -16,17 +16,17 @@ def test_built_once_and_copied_into_verls_config(overrides, monkeypatch):
     from src import verl_config
     from src.config import compose_config
     from src.plan import build_plan
-    from src.rewards import inspect as inspect_tool
-    from src.rewards import settings
+    from src.evaluate import inspect_reward as inspect_tool
+    from src.rewards import group_kwargs
 
     builds = []
-    real = settings.reward_kwargs
+    real = group_kwargs.reward_kwargs
 
     def counted(*args, **kwargs):
         builds.append(args[0]["name"])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(settings, "reward_kwargs", counted)
+    monkeypatch.setattr(group_kwargs, "reward_kwargs", counted)
     cfg = compose_config(list(overrides))
     plan = build_plan(cfg, run_dir="/tmp/reward-kwargs-once-run", flash_attn=None)
     verl_cfg = verl_config.build(plan, cfg)

@@ -62,7 +62,7 @@ def test_inspect(tmp_path):
            "lang_pair": "zh-en"}
     rows.write_text("\n".join(json.dumps(row, ensure_ascii=False) for _ in range(200_000)) + "\n", encoding="utf-8")
     out = tmp_path / "scored.jsonl"
-    result = interrupted("src.rewards.inspect", ["--input", str(rows), "--no-scorer", "--out", str(out),
+    result = interrupted("src.evaluate.inspect_reward", ["--input", str(rows), "--no-scorer", "--out", str(out),
                                                  "reward=comet"])
     _one_line_130(result, "stopped (interrupt):")
     assert not out.exists()

@@ -130,7 +130,7 @@ def _composed(overrides: tuple[str, ...]) -> dict:
 
 def kwargs_for(reward: str, *overrides: str) -> dict:
     """The reward kwargs the launcher puts into verl's config for this reward group."""
-    from src.rewards.settings import reward_kwargs
+    from src.rewards.group_kwargs import reward_kwargs
 
     cfg = _composed((f"reward={reward}", *overrides))
     return reward_kwargs(cfg["reward"], cfg["scorer"]["models"])

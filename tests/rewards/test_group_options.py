@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from src.rewards.compute import compute_score
-from src.rewards.settings import RewardConfigError, RewardSettings, reward_kwargs, score_bounds
+from src.rewards.group_kwargs import reward_kwargs
+from src.rewards.settings import RewardConfigError, RewardSettings, score_bounds
 from tests.rewards.conftest import _composed, extra_info, kwargs_for
 from tests.rewards.test_verl_managers import MT, REF, RESPONSE, SRC, bleu, clip01, kiwi_of, ok_share, xcomet_of
 

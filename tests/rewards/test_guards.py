@@ -10,7 +10,8 @@ import pytest
 
 from src.rewards.compute import compute_score
 from src.rewards.guards import NAMES, check, coverage_ratio, repeated_share, untranslated_share
-from src.rewards.settings import RewardConfigError, _guards
+from src.rewards.guard_settings import read_guards
+from src.rewards.settings import RewardConfigError
 from tests.fixtures import hack_set
 from tests.rewards.conftest import _composed, extra_info, kwargs_for
 
@@ -28,7 +29,7 @@ def _fired(guard: str, hyp: str, src: str, ref: str, pair: str, **extra) -> bool
     cfg = _config(**{guard: True})
     cfg[guard].update(extra)
     s, t = pair.split("-")
-    return guard in check(hyp, src, ref, s, t, _guards(cfg)).fired()
+    return guard in check(hyp, src, ref, s, t, read_guards(cfg)).fired()
 
 
 @pytest.mark.parametrize("hyp,ref,pair,fired", [
@@ -119,12 +120,12 @@ def test_length_coverage():
 
 
 def test_guards_off_are_not_computed_and_logged_as_none():
-    g = check("Les enfants jouent au football dans le parc.", ZH, EN, "zh", "en", _guards(_config()))
+    g = check("Les enfants jouent au football dans le parc.", ZH, EN, "zh", "en", read_guards(_config()))
     assert g.fired() == () and g.flags() == {f"guard_{n}": None for n in NAMES}
 
 
 def test_settings_of_a_verl_config_before_the_guards_turn_them_off():
-    s = _guards(None)
+    s = read_guards(None)
     assert s.enabled() == ()
 
 
@@ -147,7 +148,7 @@ def test_bad_guard_settings_are_one_line(change, message):
     cfg = _config(wrong_language=True)
     change(cfg)
     with pytest.raises(RewardConfigError, match=message) as err:
-        _guards(cfg)
+        read_guards(cfg)
     assert "\n" not in str(err.value)
 
 
@@ -208,7 +209,7 @@ def test_the_hack_set_covers_both_directions_and_every_kind():
 def test_default_guards_meet_the_targets_on_the_hack_set():
     """For each guard on by default: >= 90% of its kind caught; no clean answer flagged by any."""
     cfg = json.loads(json.dumps(dict(_composed(())["reward"]["guards"]), default=list))
-    s = _guards(cfg)
+    s = read_guards(cfg)
     on = s.enabled()
     assert {"wrong_language", "repetition", "code_mix"} <= set(on)
     rows = hack_set.rows()

@@ -14,8 +14,11 @@ import sys
 import pytest
 
 from src.rewards.compute import compute_score
-from src.rewards.guards import check, fasttext_lid, identify, known_languages, lid_code
-from src.rewards.settings import RewardConfigError, _guards, reward_kwargs
+from src.rewards.guard_settings import read_guards
+from src.rewards.group_kwargs import reward_kwargs
+from src.rewards.guards import check, identify
+from src.rewards.lid import fasttext_lid, known_languages, lid_code
+from src.rewards.settings import RewardConfigError
 from tests import launch_server
 from tests.rewards.conftest import _composed, extra_info, kwargs_for
 
@@ -100,7 +103,7 @@ def _config(model: str | None, languages=("en", "fr", "de", "zh", "ja", "tok")) 
 
 def _fired(hyp: str, ref: str, pair: str, model: str | None, **kw) -> bool:
     s, t = pair.split("-")
-    return "wrong_language" in check(hyp, ZH, ref, s, t, _guards(_config(model, **kw))).fired()
+    return "wrong_language" in check(hyp, ZH, ref, s, t, read_guards(_config(model, **kw))).fired()
 
 
 @pytest.mark.parametrize("label,code", [
@@ -132,8 +135,8 @@ def test_the_guard_asks_the_fasttext_model_not_py3langid(lid_model):
     # Toki Pona is a language only the fastText model knows: py3langid's settings refuse it
     assert _fired(TOKI_PONA, EN, "zh-en", lid_model, languages=("en", "tok"))
     with pytest.raises(RewardConfigError, match="'tok' is not a language the identifier knows \\(py3langid"):
-        _guards(_config(None, languages=("en", "tok")))
-    s = _guards(_config(lid_model, languages=("en", "tok")))
+        read_guards(_config(None, languages=("en", "tok")))
+    s = read_guards(_config(lid_model, languages=("en", "tok")))
     code, prob = identify(TOKI_PONA, "en", s.wrong_language)
     assert code == "tok" and prob >= s.wrong_language.min_confidence
 

@@ -1,4 +1,4 @@
-"""`python -m src.rewards.inspect`: the training reward of given translations, component by component.
+"""`python -m src.evaluate.inspect_reward`: the training reward of given translations, component by component.
 
 The expected values come from compute_score itself (called here as verl's reward workers call it,
 with the launcher's reward kwargs) and, with the tiny scorer, from the service's own answers;
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from src.rewards import inspect as tool
+from src.evaluate import inspect_reward as tool
 from src.rewards.bleu import sentence_bleu
 from src.rewards.compute import compute_score
 from src.rewards.settings import RewardSettings
@@ -304,10 +304,10 @@ def test_table_cut_to_the_terminal_width_only_on_a_terminal():
 def test_the_command_line_help_and_a_pipe_gets_full_lines(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ENV_KEYS}
     python = REPO / ".venv" / "bin" / "python"
-    res = subprocess.run([str(python), "-m", "src.rewards.inspect", "--help"], cwd=REPO, capture_output=True,
+    res = subprocess.run([str(python), "-m", "src.evaluate.inspect_reward", "--help"], cwd=REPO, capture_output=True,
                          text=True, timeout=120, env=env)
     assert res.returncode == 0 and "--no-scorer" in res.stdout and "scorer_url=" in res.stdout
-    res = subprocess.run([str(python), "-m", "src.rewards.inspect", "--input", str(EXAMPLE), "--no-scorer",
+    res = subprocess.run([str(python), "-m", "src.evaluate.inspect_reward", "--input", str(EXAMPLE), "--no-scorer",
                           "reward=comet"], cwd=REPO, capture_output=True, text=True, timeout=300,
                          env={**env, "COLUMNS": "40"})
     assert res.returncode == 0, res.stderr
@@ -333,12 +333,12 @@ def _verl_reward_kwargs(overrides: list[str], tmp_path: Path) -> dict | str:
     from src import verl_config
     from src.config import compose_config
     from src.plan import PlanError, build_plan
-    from src.verl_config import checks
+    from src.verl_config import checks, user_keys
 
     cfg = compose_config(overrides + [f"paths.results_root={tmp_path}"])
     try:
         plan = build_plan(cfg, run_dir=str(tmp_path / "run"), flash_attn=None, flashinfer=False)
-        checks.check_user_keys(plan)
+        user_keys.check_user_keys(plan)
     except (PlanError, checks.VerlValueError) as exc:
         return str(exc)
     verl_cfg = verl_config.build(plan, cfg)

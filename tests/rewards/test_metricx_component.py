@@ -10,7 +10,8 @@ import pytest
 from src.rewards import components
 from src.rewards.combine import answer_score
 from src.rewards.components import ComponentInput
-from src.rewards.settings import RewardConfigError, RewardSettings, reward_kwargs
+from src.rewards.group_kwargs import reward_kwargs
+from src.rewards.settings import RewardConfigError, RewardSettings
 from src.scorer import vocabulary
 from tests.rewards.conftest import _composed, kwargs_for
 

@@ -139,9 +139,9 @@ def test_metricx_held_out_in_another_groups_validation(tokenizer, metricx_env):
 
 
 def test_inspect_explains_a_metricx_reward(metricx_service, tmp_path, monkeypatch, capsys):
-    """`python -m src.rewards.inspect reward=metricx`: the training reward of given translations, with
+    """`python -m src.evaluate.inspect_reward reward=metricx`: the training reward of given translations, with
     the raw MetricX-24 score the service gives each (QE mode) and 1 + (1 - score/25) as the score."""
-    from src.rewards import inspect as tool
+    from src.evaluate import inspect_reward as tool
 
     for key in ("QE_SCORER_URL", "QE_SCORER_LOG", "QE_REWARD_COMPONENTS_DIR"):
         monkeypatch.delenv(key, raising=False)

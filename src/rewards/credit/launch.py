@@ -47,7 +47,7 @@ def answer_range(reward_kwargs: dict) -> float:
 
 def plan(cfg: dict, kw: dict) -> Optional[TokenCreditPlan]:
     """None for reward.credit=sequence; raises CreditConfigError (one line) for what cannot work.
-    `kw`: the group's reward kwargs (src/rewards/settings.py reward_kwargs; src/rewards/launch.py
+    `kw`: the group's reward kwargs (src/rewards/group_kwargs.py reward_kwargs; src/rewards/launch.py
     builds them once per launch)."""
     reward, algo = cfg["reward"], cfg["algo"]
     credit = reward.get("credit", SEQUENCE)

@@ -1,10 +1,10 @@
-"""Why did this translation get its reward? `python -m src.rewards.inspect --input FILE.jsonl`.
+"""Why did this translation get its reward? `python -m src.evaluate.inspect_reward --input FILE.jsonl`.
 
 Each input line is one JSON object: `src`, `lang_pair` (`zh-en`), either `hyp` (the translation
 text, wrapped here in the tags the run's template asks for) or `response` (a full response, tags
 included, scored as the policy wrote it), optional `ref` and `id`. Every line gets the TRAINING
 reward exactly as verl's reward workers compute it: `src.rewards.compute.compute_score` with the
-reward kwargs the launcher writes into verl's config (src/rewards/settings.py `reward_kwargs` on the
+reward kwargs the launcher writes into verl's config (src/rewards/group_kwargs.py `reward_kwargs` on the
 composed config, plus reward.credit's) and the extra_info src.data.prepare writes (split=train, the
 run's data.template). Output, per line: `id` (when given), `score`, `components` (every key of
 compute_score's result but `score` and its strings src/translation/error_spans/credit_ranges),
@@ -21,10 +21,9 @@ Format failures and degenerate answers score exactly as in training (they never 
 Not included: the overlong-buffer penalty algo=dapo's reward manager adds after the function
 returns (it reads the response's token count; the group filter reads `score_rounded` without it).
 
-Imports: src/rewards may import only src.data (tests/test_layout.py), because verl's reward workers
-import the package. This module is a command-line tool no worker imports, so it alone may import
-src.config (composing the config) and src.evaluate (starting or checking a scorer), and only inside
-functions (tests/test_layout.py `CLI_EXCEPTIONS` holds exactly that).
+An application of the reward (src/rewards), so it lives with evaluate, which may import src.config
+and src.rewards; verl's reward workers never load it. Its imports stay inside functions, so that
+--help answers before the config and the reward are loaded.
 """
 from __future__ import annotations
 
@@ -70,7 +69,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> _Parser:
-    p = _Parser(prog="python -m src.rewards.inspect",
+    p = _Parser(prog="python -m src.evaluate.inspect_reward",
                 description="Compute the training reward of given translations, component by component "
                             "(docs/rewards.md, 'Why did this translation get its reward?').",
                 epilog="overrides: the launcher's, e.g. reward=comet reward.weights.kiwi=0.5 data.template=rl; "
