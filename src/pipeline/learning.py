@@ -44,14 +44,14 @@ class Rise:
 
 
 def requested(composed: dict) -> bool:
-    return bool(composed.get("learn"))
+    return bool((composed.get("learn") or {}).get("enable"))
 
 
 def refusal(composed: dict) -> str | None:
     """A learn_tiny config whose verdict could not be read: one line, or None."""
-    learn, trainer = composed.get("learn"), composed["trainer"]
-    if not learn:
+    if not requested(composed):
         return None
+    learn, trainer = composed["learn"], composed["trainer"]
     steps, window = trainer["total_training_steps"], learn["window"]
     if window < 1 or not steps or 2 * window > steps:
         return (f"learn.window={window} needs 2 x window <= trainer.total_training_steps ({steps}): the verdict "

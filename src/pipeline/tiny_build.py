@@ -27,6 +27,7 @@ from typing import Callable
 
 from src.config import CODE_ROOT
 
+from . import learning
 from .errors import RunError
 
 PROMPTS_TSV = CODE_ROOT / "src" / "tiny_models" / "prompts" / "zh_en.tsv"
@@ -43,8 +44,12 @@ POLICY_SHAPE = {"num_layers": "--num-layers", "hidden_size": "--hidden-size",
 BLOCK_SIZE_KEY = "actor_rollout_ref.rollout.engine_kwargs.vllm.block_size"
 
 
+def _learn(composed: dict) -> bool:
+    return learning.requested(composed)
+
+
 def _what(composed: dict) -> str:
-    return "learn_tiny" if composed.get("learn") else "smoke_tiny"
+    return "learn_tiny" if _learn(composed) else "smoke_tiny"
 
 
 def _run_step(what: str, args: list[str], environ: dict) -> str:
@@ -82,7 +87,7 @@ def _prompts(composed: dict, policy: Path, environ: dict) -> str:
     learn_tiny: the task's zh->en files as they are (task.py splits them)."""
     data = composed["data"]
     train, val = Path(data["train_files"]), Path(data["val_files"])
-    learn = bool(composed.get("learn"))
+    learn = _learn(composed)
     task = Path(composed["model"]["build_dir"]) / TASK_DIR
     sources = ({"teach": task / "teach.tsv", "train": task / "train.tsv", "val": task / "val.tsv"} if learn
                else {"train": PROMPTS_TSV, "val": PROMPTS_TSV})
@@ -108,7 +113,7 @@ def _prompts(composed: dict, policy: Path, environ: dict) -> str:
 def _steps(plan, composed: dict, environ: dict) -> list[tuple[str, Path, Callable[[], str]]]:
     model = composed["model"]
     build_dir = Path(model["build_dir"])
-    learn = bool(composed.get("learn"))
+    learn = _learn(composed)
     policy = build_dir / BASE_POLICY if learn else Path(model["path"])
     block = (plan.verl_passthrough or {}).get(BLOCK_SIZE_KEY, 16)
     max_positions = max(4096, plan.max_prompt_length + plan.max_response_length)
