@@ -185,18 +185,24 @@ def _main(argv: list[str] | None) -> int:
     args = p.parse_args(argv)
     if len(args.run_dir) > 1 or is_sweep_dir(args.run_dir[0]):
         return _compare(args)
-    try:
-        report = build_report(args.run_dir[0], args.out, args.verl_config, args.gpus, args.prompts_per_step,
-                              args.samples_per_prompt, args.max_samples_per_step)
-    except RunDirError as e:
-        sys.stderr.write(f"report: error: {' '.join(str(e).splitlines())}\n")
-        return EXIT_BAD_INPUT
-    except ReportWriteError as e:
-        sys.stderr.write(f"report: error: {' '.join(str(e).splitlines())}\n")
-        return EXIT_WRITE_FAILED
+    report, code = _one_line_errors(lambda: build_report(
+        args.run_dir[0], args.out, args.verl_config, args.gpus, args.prompts_per_step, args.samples_per_prompt,
+        args.max_samples_per_step), ReportWriteError)
+    if report is None:
+        return code
     print(report.files["summary"].read_text(encoding="utf-8"))
     print(f"report written to {report.out_dir}")
     return 0
+
+
+def _one_line_errors(build, write_error: type[Exception]):
+    """(what build() returns, 0), or (None, the exit code) after one error line: bad input (a run dir that
+    is not one, an --out that holds other files) exits 2, a write that failed midway exits 1."""
+    try:
+        return build(), 0
+    except (RunDirError, write_error) as e:
+        sys.stderr.write(f"report: error: {' '.join(str(e).splitlines())}\n")
+        return None, EXIT_BAD_INPUT if isinstance(e, RunDirError) else EXIT_WRITE_FAILED
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -206,14 +212,9 @@ def _compare(args: argparse.Namespace) -> int:
         sys.stderr.write(f"report: error: {', '.join(one_run)} applies to one run's report, not to a comparison "
                          f"of several runs; leave it out, or report one run dir\n")
         return EXIT_BAD_INPUT
-    try:
-        comparison = build_comparison(args.run_dir, args.out)
-    except RunDirError as e:
-        sys.stderr.write(f"report: error: {' '.join(str(e).splitlines())}\n")
-        return EXIT_BAD_INPUT
-    except CompareWriteError as e:
-        sys.stderr.write(f"report: error: {' '.join(str(e).splitlines())}\n")
-        return EXIT_WRITE_FAILED
+    comparison, code = _one_line_errors(lambda: build_comparison(args.run_dir, args.out), CompareWriteError)
+    if comparison is None:
+        return code
     print(comparison.files["compare.md"].read_text(encoding="utf-8"))
     print(f"comparison written to {comparison.out_dir}")
     return 0
