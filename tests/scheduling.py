@@ -23,15 +23,20 @@ from __future__ import annotations
 import pytest
 
 # the longest groups on a 2-core machine (the CI log's "longest modules"), slowest first
-FIRST = ("loop", "tests/launcher/test_algo_presets.py", "slurm", "ray_actors", "tests/launcher/test_smoke_tiny.py", "tests/launcher/test_presets.py",
+FIRST = ("loop", "slurm", "ray_actors", "tests/launcher/test_smoke_tiny.py", "tests/launcher/test_presets.py",
          "tests/launcher/test_train_entry.py", "tests/lifecycle/test_scorer_lifecycle.py",
          "tests/launcher/test_group_combinations.py", "tests/launcher/test_smoke.py")
 SPANNING = {"tests/slurm/": "slurm", "tests/ray_actors/": "ray_actors", "tests/loop/": "loop"}
+# modules whose tests share nothing (no module-scoped fixture) and take long together: each test is its own
+# group, so the workers share them out (every algo preset's sweep of GPU and node counts: ~30 s per preset)
+SPLIT = ("tests/launcher/test_algo_presets.py",)
 
 
 def group_of(nodeid: str) -> str:
-    """The group a test id belongs to: its module's path, or a group that spans modules."""
+    """The group a test id belongs to: its module's path, a group that spans modules, or (SPLIT) the test."""
     path = nodeid.split("::", 1)[0]
+    if path in SPLIT:
+        return nodeid
     return next((group for prefix, group in SPANNING.items() if path.startswith(prefix)), path)
 
 

@@ -59,6 +59,8 @@ def test_xdist_schedules_by_group():
     assert issubclass(cls, LoadScopeScheduling)
     assert cls._split_scope(None, "tests/slurm/test_time_limit.py::test_x") == "slurm"
     assert cls._split_scope(None, "tests/launcher/test_cli.py::test_y[a::b]") == "tests/launcher/test_cli.py"
+    split = "tests/launcher/test_algo_presets.py::test_x[gspo]"
+    assert cls._split_scope(None, split) == split  # scheduling.SPLIT: each test its own group
 
 
 def test_the_time_table_sums_per_directory():
