@@ -28,11 +28,11 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from src.data.safe_write import dir_mode, file_mode, new_dir_beside, os_reason, writable_dir_problem
+from src.data.safe_write import dir_mode, file_mode, new_dir_beside, os_reason
 
 from . import plots
 from .compare_report import CompareWriteError, build_comparison, is_sweep_dir
-from .run_files import RunDirError, load_run, no_val_samples_reason
+from .run_files import RunDirError, load_run, refuse_out_dir, no_val_samples_reason
 from .samples_page import render_samples_page
 from .series import gpu_wait_share, held_out_panels, reward_panels, step_time_breakdown, throughput
 from .summary import render_summary
@@ -60,6 +60,7 @@ def check_out_dir(out: Path) -> None:
     writable: RunDirError (one line) otherwise, before any work."""
     if out.exists() and not out.is_dir():
         raise RunDirError(f"--out {out} is a file, not a directory; give a directory for the report's files")
+    foreign: list[str] = []
     if out.is_dir():
         entries = sorted(p.name for p in out.iterdir())
         foreign = [n for n in entries if n not in REPORT_FILES]
@@ -68,12 +69,7 @@ def check_out_dir(out: Path) -> None:
             with summary.open(encoding="utf-8", errors="replace") as f:
                 if not f.readline().startswith(SUMMARY_HEADER):
                     foreign = ["summary.md"]
-        if foreign:
-            raise RunDirError(f"--out {out} holds files a report did not write ({', '.join(foreign[:3])}"
-                              f"{', ...' if len(foreign) > 3 else ''}); give a new or empty directory")
-    problem = writable_dir_problem(out if out.is_dir() else out.parent)
-    if problem:
-        raise RunDirError(f"cannot write the report to {out}: {problem}")
+    refuse_out_dir(out, foreign, "report")
 
 
 def build_report(

@@ -17,13 +17,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from src.data.safe_write import dir_mode, file_mode, new_dir_beside, os_reason, writable_dir_problem
+from src.data.safe_write import dir_mode, file_mode, new_dir_beside, os_reason
 
 from . import plots
 from .compare import compare
 from .compare_page import COMPARE_HEADER, render_html, render_json, render_markdown
 from .compare_plots import file_name, plot_metric
-from .run_files import RunDirError, load_run
+from .run_files import RunDirError, load_run, refuse_out_dir
 from .sweep_dirs import dry_run, find_runs, is_run_dir, sweep_runs
 
 COMPARE_DIR = "compare"
@@ -59,6 +59,7 @@ def check_out_dir(out: Path) -> None:
     writable; RunDirError (one line) otherwise."""
     if out.exists() and not out.is_dir():
         raise RunDirError(f"--out {out} is a file, not a directory; give a directory for the comparison")
+    foreign: list[str] = []
     if out.is_dir():
         names = sorted(p.name for p in out.iterdir())
         foreign = [n for n in names if n not in PAGES and not n.endswith(".png")]
@@ -67,12 +68,7 @@ def check_out_dir(out: Path) -> None:
             first = md.read_text(encoding="utf-8", errors="replace").splitlines()[:1] if md.is_file() else []
             if not (first and first[0].startswith(COMPARE_HEADER)):
                 foreign = ["compare.md" if md.is_file() else "plots without compare.md"]
-        if foreign:
-            raise RunDirError(f"--out {out} holds files a comparison did not write ({', '.join(foreign[:3])}"
-                              f"{', ...' if len(foreign) > 3 else ''}); give a new or empty directory")
-    problem = writable_dir_problem(out if out.is_dir() else out.parent)
-    if problem:
-        raise RunDirError(f"cannot write the comparison to {out}: {problem}")
+    refuse_out_dir(out, foreign, "comparison")
 
 
 def build_comparison(paths: list[Path], out_dir: Path | None = None) -> CompareFiles:

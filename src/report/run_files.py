@@ -31,6 +31,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from src.data.safe_write import writable_dir_problem
+
 METRICS_FILE = "metrics.jsonl"
 TRAIN_LOG = "train.log"  # the launcher's log of the training command (src/pipeline/run.py)
 METRICS_DIR = "metrics"
@@ -42,6 +44,17 @@ VERL_CONFIG_CANDIDATES = ("snapshot/verl_config.yaml", "verl_config.yaml")
 
 class RunDirError(Exception):
     """The run directory lacks what a report needs; the CLI prints it and exits 2."""
+
+
+def refuse_out_dir(out: Path, foreign: list[str], what: str) -> None:
+    """The last two checks of an --out dir, shared by a run's report and a comparison (`what`): files there
+    that a `what` did not write, and a dir that cannot be written. RunDirError (one line) for either."""
+    if foreign:
+        raise RunDirError(f"--out {out} holds files a {what} did not write ({', '.join(foreign[:3])}"
+                          f"{', ...' if len(foreign) > 3 else ''}); give a new or empty directory")
+    problem = writable_dir_problem(out if out.is_dir() else out.parent)
+    if problem:
+        raise RunDirError(f"cannot write the {what} to {out}: {problem}")
 
 
 @dataclass
