@@ -27,13 +27,14 @@ from typing import Callable
 
 from src.config import CODE_ROOT
 
-from . import learning
 from .errors import RunError
 
 PROMPTS_TSV = CODE_ROOT / "src" / "tiny_models" / "prompts" / "zh_en.tsv"
 QE_DIR = "qe"  # under model.build_dir; conf/experiment/smoke_tiny.yaml names the checkpoints in it
 BASE_POLICY = "policy"  # under model.build_dir: learn_tiny's untaught policy (smoke_tiny's model.path)
 TASK_DIR = "learn/task"  # under model.build_dir: the synthetic task's TSV files
+# data.name of the synthetic task's prompts (conf/experiment/learn_tiny.yaml): the task is built for it
+TASK_DATA_NAME = "synth_zh_en"
 TEACH_PARQUET = "teach.parquet"  # beside data.train_files
 MARKER = "tiny_build.json"  # src/tiny_models/atomic.py writes it last into a complete tree
 BUILD_TIMEOUT_S = 1800
@@ -45,7 +46,10 @@ BLOCK_SIZE_KEY = "actor_rollout_ref.rollout.engine_kwargs.vllm.block_size"
 
 
 def _learn(composed: dict) -> bool:
-    return learning.requested(composed)
+    """The synthetic task's data (experiment=learn_tiny, with or without its verdict): the task, its prompts and
+    the taught policy are built. Not learn.enable: a run of the task with the verdict off (the loop's reward-path
+    tests) must still train the taught policy, never a fresh one built where model.path points."""
+    return composed["data"]["name"] == TASK_DATA_NAME
 
 
 def _what(composed: dict) -> str:
@@ -131,7 +135,8 @@ def _steps(plan, composed: dict, environ: dict) -> list[tuple[str, Path, Callabl
         steps.append(("task", build_dir / TASK_DIR, lambda: _run_step(
             "synthetic task", [py, "-m", "src.tiny_models", "task", str(build_dir / TASK_DIR)], environ)))
     steps.append(("prompts", train_files.parent, lambda: _prompts(composed, policy, environ)))
-    if learn:
+    # model.path may name the untaught policy itself (a run that needs answers that all break the format)
+    if learn and Path(model["path"]) != policy:
         steps.append(("taught policy", Path(model["path"]), lambda: _run_step(
             "taught policy", [py, "-m", "src.tiny_models", "teach", str(policy), model["path"],
                               "--data", str(train_files.with_name(TEACH_PARQUET))], environ)))

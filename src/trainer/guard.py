@@ -32,7 +32,9 @@ in the trainer process, at the one place every group passes before training:
      stops the run;
   4. the counts are returned with the sampler's metrics, so verl logs them every step
      (training_guard/lost_groups, training_guard/lost_groups_total, training_guard/dropped_trajectories,
-     training_guard/gen_batches, training_guard/filtered_group_share).
+     training_guard/gen_batches, training_guard/filtered_group_share);
+  5. the reward's extra info of the trajectories the step trains on is averaged into the same metrics
+     (train-aux/<key>/mean: the guards' flag rates, the components, src/trainer/reward_metrics.py).
 Validation groups are counted (a lost one stops the run like a training one beyond the allowance)
 but not dropped: verl's validation metrics take the sessions that finished against the number
 expected per prompt (trainer_base.py, _validate, expected_acc_counts), and validation trains nothing.
@@ -51,6 +53,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import Callable, Optional
+
+from src.trainer import reward_metrics
 
 STOP_FILE_ENV = "QE_TRAINING_STOP_FILE"
 METRIC_PREFIX = "training_guard"
@@ -236,5 +240,17 @@ class GuardedReplayBuffer(_buffer_base()):
         self.guard.begin(partition_id, global_steps)
         batch, metrics = super().sample(global_steps=global_steps, partition_id=partition_id, batch_size=batch_size)
         if partition_id != "val":
-            metrics = {**metrics, **self.guard.metrics()}
+            metrics = {**metrics, **self.guard.metrics(), **self._reward_means(batch)}
         return batch, metrics
+
+    @staticmethod
+    def _reward_means(batch) -> dict:
+        """train-aux/<key>/mean of the selected trajectories (point 5), read from TransferQueue through the
+        client verl's buffer module uses."""
+        from verl.trainer.ppo.v1 import replay_buffer
+
+        if not batch.keys:
+            return {}
+        data = replay_buffer.tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id,
+                                             select_fields=["extra_fields"])
+        return reward_metrics.means(reward_metrics.reward_extra_infos(data["extra_fields"]))

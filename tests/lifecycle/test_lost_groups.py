@@ -174,3 +174,28 @@ def test_a_step_whose_groups_were_all_lost_stops_in_one_line(monkeypatch):
     assert msg.startswith(f"training stopped at step 2: all {P} training group(s) of the step lost to failed "
                           f"rollout or reward calls ({P} in this run, within scorer.lost_groups_allowed=1000), "
                           f"nothing left to train on")
+
+
+def test_the_reward_extra_info_of_the_trained_answers_reaches_the_step_metrics(monkeypatch):
+    """train-aux/<key>/mean (src/trainer/reward_metrics.py): a guard's flag rate and a component's mean over
+    the trajectories the step trains on; a lost group's survivors and strings do not count."""
+    cfg, buf, store, _ = buffer(monkeypatch, "algo=grpo", "scorer.lost_groups_allowed=1")
+    P, n = cfg.data.train_batch_size, cfg.actor_rollout_ref.rollout.n
+    for i in range(P):
+        store.put_group(f"u{i:03d}", 2, [None] + distinct(n - 1, 0.1) if i == 3 else distinct(n, 0.1))
+    flagged = 0
+    for key, fields in store.fields["train"].items():
+        info = fields["extra_fields"]["reward_extra_info"]
+        uid, session = key.split("_")[0], int(key.split("_")[1])
+        info.update(guard_repetition=1.0 if session == 0 else 0.0, guard_code_mix=None, translation="a b",
+                    bleu=0.25 if uid == "u003" else 0.5)   # u003 is lost: its 0.25 never trains
+        flagged += session == 0 and uid != "u003"
+
+    batch, metrics = buf.sample(global_steps=2, partition_id="train", batch_size=P)
+
+    assert len(batch.keys) == (P - 1) * n
+    assert metrics["train-aux/guard_repetition/mean"] == pytest.approx(flagged / len(batch.keys)) == 1 / n
+    assert metrics["train-aux/bleu/mean"] == 0.5
+    assert metrics["train-aux/score_rounded/mean"] == pytest.approx(0.1 + 0.01 * (n - 1) / 2)
+    # a guard that is off logs None, a string is no number: neither becomes a metric
+    assert not {"train-aux/guard_code_mix/mean", "train-aux/translation/mean"} & set(metrics)

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,17 +60,28 @@ def _kill(pids: list[int]) -> None:
             pass
 
 
+@pytest.fixture(scope="session")
+def taught_build(tmp_path_factory) -> Path:
+    """One model.build_dir for every launch of the synthetic task (experiment=learn_tiny): the taught policy, the
+    untaught one, the task's prompts and the tiny QE models are built by the first launch and reused after."""
+    return tmp_path_factory.mktemp("learn-build")
+
+
 @pytest.fixture
 def cpu_loop(tmp_path):
-    """`run(args, timeout_s, env=None)`: `python -m src.launch accelerator=cpu ARGS` under a deadline, in a fresh
-    output dir (`out_name` under the test's tmp dir), with `env` added to the launcher's environment."""
+    """`run(args, timeout_s, env=None, out_name="out", during=None)`: `python -m src.launch accelerator=cpu ARGS`
+    under a deadline, in a fresh output dir (`out_name` under the test's tmp dir), with `env` added to the
+    launcher's environment. `during(out, running)`, if given, runs in a thread while the launch does (to act on
+    it mid-run: a flag file, a killed scorer); `running()` says whether the launcher still runs; what it raises
+    fails the test after the launch ended."""
     if not LOOP_PYTHON.is_file():
         pytest.fail(f"{LOOP_PYTHON} is missing: `make setup` creates the CPU loop env on a CPU machine")
     # Ray's sockets live under its temp dir: a short path (AF_UNIX paths hold 107 bytes), one per launch
     ray_tmp = Path(tempfile.mkdtemp(prefix="qerl-ray-", dir="/tmp"))
     before = leftovers.present()
 
-    def run(args: list[str], timeout_s: float, env: dict | None = None, out_name: str = "out") -> LoopRun:
+    def run(args: list[str], timeout_s: float, env: dict | None = None, out_name: str = "out",
+            during=None) -> LoopRun:
         out = tmp_path / out_name
         extra = env or {}
         env = {k: v for k, v in os.environ.items() if k not in LEAKY_ENV and not k.startswith(("SLURM_", "QE_SCORER_"))}
@@ -77,6 +89,15 @@ def cpu_loop(tmp_path):
         argv = [sys.executable, "-m", "src.launch", "accelerator=cpu", f"paths.output_dir={out}", *args]
         t0 = time.monotonic()
         proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        failures: list[BaseException] = []
+        if during is not None:
+            def act():
+                try:
+                    during(out, lambda: proc.poll() is None)
+                except BaseException as exc:  # reported after the launch, with its output
+                    failures.append(exc)
+            actor = threading.Thread(target=act, name="during-the-launch", daemon=True)
+            actor.start()
         try:
             output, _ = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -89,6 +110,10 @@ def cpu_loop(tmp_path):
             _kill(_processes_naming(str(ray_tmp)))
             pytest.fail(f"the CPU loop launch ran past its {timeout_s:.0f} s limit and was stopped; its output "
                         f"ended:\n{output[-6000:]}")
+        if during is not None:
+            actor.join(timeout=60)
+        if failures:
+            pytest.fail(f"acting on the launch failed: {failures[0]!r}; its output ended:\n{output[-6000:]}")
         return LoopRun(proc.returncode, output, sorted((out / "runs").glob("*")) if (out / "runs").is_dir() else [],
                        time.monotonic() - t0)
 

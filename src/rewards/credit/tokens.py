@@ -7,7 +7,8 @@ same ids are walked byte by byte instead of re-tokenising the text (re-encoding 
 need not give back the ids the policy sampled).
 
 Rule (byte-level BPE, as in Qwen/GPT-2/Llama-3 tokenizers): each token is a run of UTF-8 bytes
-(special tokens: none, they are skipped in the decode; added non-special tokens: their text).
+(special tokens, including added tokens flagged special: none, they are skipped in the decode; added
+non-special tokens: their text).
 A token covers every character at least one of whose bytes it holds. So a CJK character split
 over two tokens belongs to both, and a token holding ' cat sat' covers both words. A token is
 penalised when its characters overlap a penalised range; its penalty is the largest (most
@@ -45,8 +46,12 @@ def _byte_decoder() -> dict[str, int]:
 
 
 def _token_bytes(tokenizer, ids: Sequence[int]) -> list[bytes]:
-    special = set(tokenizer.all_special_ids)
-    added = {i: t for t, i in tokenizer.get_added_vocab().items()}
+    # an added token flagged special is skipped by decode(skip_special_tokens=True) (the Rust decoder
+    # skips by that flag) whether or not it is one of all_special_ids: a tokenizer's reserved
+    # <|...|> tokens often are not (the tiny policy's, tests/loop/test_reward_paths.py)
+    added_tokens = tokenizer.added_tokens_decoder  # id -> AddedToken
+    special = set(tokenizer.all_special_ids) | {i for i, t in added_tokens.items() if t.special}
+    added = {i: t.content for i, t in added_tokens.items() if not t.special}
     table = _byte_decoder()
     pieces = tokenizer.convert_ids_to_tokens(list(ids))
     out = []

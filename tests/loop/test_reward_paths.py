@@ -1,0 +1,231 @@
+"""Every reward path inside real training steps on the CPU loop (issue 34, part 4), each checked on verl's metrics
+file and the checkpoint dir.
+
+All runs train the policy taught the synthetic task (experiment=learn_tiny, its verdict off): its samples differ
+in reward, so GRPO's advantages, DAPO's filter and the guards have something to act on (the untaught policy of
+experiment=smoke_tiny breaks the format in every answer: one constant reward). Paths that do not interfere share
+a launch; four launches in all:
+
+1. token credit + DAPO + a guard + the scorer killed once + the time-limit save: reward=xcomet_xl (the tiny
+   XCOMET's error spans) with reward.credit=token (verl's grpo plus the token term, src/rewards/credit/),
+   algo=dapo with its group filter on a reward rounded to 0.1 so that whole groups tie, the length-coverage
+   guard on with bounds the taught policy crosses, the scorer SIGKILLed after step 1 (restarted, nothing lost)
+   and the time-limit request written into the checkpoint dir as the Slurm runner writes it on the signal
+   (src/trainer/time_limit.py; the signal -> flag half runs under the real Slurm cluster in tests/slurm):
+   the trainer saves the step in progress and ends.
+2. the same command again: it resumes from that checkpoint and trains the last step.
+3. per-component normalisation + sequence credit + a lost group + the scorer killed for good: reward=comet
+   (BLEU + the tiny CometKiwi) with reward.normalise=per_component; a test-only reward component fails the
+   first answer it sees (lose_one_group.py), so verl tags that group failure and the guard drops it whole;
+   after step 1 the scorer is killed twice: the run stops with the launcher's one line.
+4. DAPO's bound: the untaught policy (every group ties at the format floor) with
+   algo.filter_groups.max_num_gen_batches=2: the run stops at step 1 with the guard's one line.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from src.pipeline.smoke import read_metrics
+from src.trainer import time_limit
+
+from .lose_one_group import MARKER_ENV, MESSAGE as LOST_MESSAGE
+
+# an outer limit against a hang (docs/cpu-loop.md "Hazards"), not a time budget
+TIMEOUT_S = 1200
+# how long an action waits for the run to reach the point it acts at
+WAIT_S = 900
+N = 8  # conf/experiment/learn_tiny.yaml batch.samples_per_prompt
+SCORER_RESTARTED = "QE scorer (node-0) restarted on"
+SCORER_DIED = "error: QE scorer (node-0) died during training (exit code -9) after 1 restart(s); training stopped;"
+
+COMMON = ["experiment=learn_tiny", "learn.enable=false", "trainer.val_before_train=false",
+          # no validation, no periodic save: what is saved below is the time-limit save and the last step's
+          "trainer.test_freq=100", "trainer.save_freq=100"]
+# run 1 and 2
+TOKEN_DAPO_GUARD = ["scorer=tiny", "reward=xcomet_xl", "reward.credit=token", "reward.weights.bleu=1.0",
+                    "algo=dapo", "algo.overlong_buffer.enable=false", "reward.round_decimals=1",
+                    "reward.guards.length_coverage.enable=true", "reward.guards.length_coverage.min_ratio=0.9",
+                    "reward.guards.length_coverage.max_ratio=1.1", "trainer.total_training_steps=3"]
+# run 3
+PER_COMPONENT_LOST = ["scorer=tiny", "reward=comet", "reward.sentence_models=[cometkiwi_da]",
+                      "reward.weights.kiwi=1.0", "reward.normalise=per_component",
+                      "reward.plugins=[tests/loop/lose_one_group.py]", "+reward.weights.lose_one_group=0.01",
+                      "scorer.lost_groups_allowed=1", "trainer.total_training_steps=3"]
+# run 4: the untaught policy tiny_build makes beside the taught one
+DAPO_BOUND = ["model.path=${model.build_dir}/policy", "algo=dapo", "algo.overlong_buffer.enable=false",
+              "algo.filter_groups.max_num_gen_batches=2", "trainer.total_training_steps=3"]
+
+
+class Launch:
+    """What a launch left under its output dir: the run dir, the checkpoint dir (from the plan), verl's metrics."""
+
+    def __init__(self, out: Path):
+        self.out = out
+
+    def run_dir(self) -> Path | None:
+        runs = sorted((self.out / "runs").glob("*")) if (self.out / "runs").is_dir() else []
+        return runs[-1] if runs and (runs[-1] / "snapshot" / "plan.json").is_file() else None
+
+    def checkpoint_dir(self) -> Path | None:
+        run_dir = self.run_dir()
+        return Path(json.loads((run_dir / "snapshot" / "plan.json").read_text())["checkpoint_dir"]) if run_dir else None
+
+    def metrics(self) -> dict[int, dict]:
+        checkpoint = self.checkpoint_dir()
+        rows: dict[int, dict] = {}
+        for path in sorted((checkpoint / "metrics").glob("*.jsonl")) if checkpoint else []:
+            for step, row in read_metrics(path).items():
+                rows.setdefault(step, {}).update(row)
+        return rows
+
+    def scorer_pid(self) -> int | None:
+        run_dir = self.run_dir()
+        try:
+            return json.loads((run_dir / "scorer" / "node-0.ready.json").read_text())["pid"] if run_dir else None
+        except (OSError, ValueError, KeyError):
+            return None
+
+
+def wait_for(what: str, predicate, running) -> object:
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        found = predicate()
+        if found:
+            return found
+        if not running():
+            raise AssertionError(f"the launch ended before {what}")
+        time.sleep(1)
+    raise AssertionError(f"{what}: not within {WAIT_S} s")
+
+
+def kill_scorer(launch: Launch, running, after: int | None = None) -> int:
+    """SIGKILL the node's scorer (a new pid than `after`, i.e. the restarted one); its pid."""
+    pid = wait_for("the scorer's ready file", lambda: (p := launch.scorer_pid()) and p != after and p, running)
+    os.kill(pid, signal.SIGKILL)
+    return pid
+
+
+def steps_with(metrics: dict[int, dict], key: str) -> list[int]:
+    return sorted(s for s, row in metrics.items() if key in row)
+
+
+def checkpoints(checkpoint_dir: Path) -> list[int]:
+    return sorted(int(p.name.rsplit("_", 1)[1]) for p in checkpoint_dir.glob("global_step_*") if (p / "actor").is_dir())
+
+
+def test_token_credit_dapo_a_guard_a_scorer_restart_and_the_time_limit_save_with_its_resume(cpu_loop, taught_build,
+                                                                                             tmp_path):
+    """Runs 1 and 2, one results root: the second resumes the first."""
+    args = COMMON + TOKEN_DAPO_GUARD + [f"model.build_dir={taught_build}", f"paths.results_root={tmp_path / 'results'}"]
+    first = Launch(tmp_path / "paths-1")
+
+    def act(out: Path, running) -> None:
+        wait_for("step 1 in verl's metrics", lambda: 1 in first.metrics(), running)
+        kill_scorer(first, running)
+        # what src/node/training.py TimeLimitWatch writes on Slurm's signal
+        time_limit.request(first.checkpoint_dir(), "SIGUSR2", 600.0)
+
+    run = cpu_loop(args, timeout_s=TIMEOUT_S, out_name="paths-1", during=act)
+    print(f"reward paths, run 1 (token credit, DAPO, guard, scorer killed once, time-limit save): {run.seconds:.0f} s")
+    out = run.output
+    assert run.returncode == 0, out[-6000:]
+    assert "learn_tiny: taught policy" in out and "restarting it (1 of 1)" in out and SCORER_RESTARTED in out, out[-3000:]
+    checkpoint = first.checkpoint_dir()
+    metrics = first.metrics()
+    trained = steps_with(metrics, "critic/score/mean")
+    # the time-limit request came after step 1: the trainer saved the step it was in and ended
+    saved = time_limit.saved(checkpoint)
+    assert saved == {"step": trained[-1], "saved_now": True, "finished": False} and trained in ([1], [1, 2]), \
+        (saved, trained)
+    assert checkpoints(checkpoint) == [saved["step"]]
+    for step in trained:
+        row = metrics[step]
+        # the scorer's death lost nothing: the reward client retried until the restarted service answered
+        assert row["training_guard/lost_groups"] == 0, row
+        assert row["training/rollout_actor_probs_pearson_corr"] > 0.99, row
+        # the guard's flag rate, logged by the guarded replay buffer from the reward's extra info
+        assert 0.0 <= row["train-aux/guard_length_coverage/mean"] <= 1.0, row
+        assert "train-aux/guard_wrong_language/mean" not in row  # off in learn_tiny: None, no metric
+        # DAPO: never more generation batches than its bound
+        assert 1.0 <= row["training_guard/gen_batches"] <= 10.0, row
+
+    run2 = cpu_loop(args, timeout_s=TIMEOUT_S, out_name="paths-2")
+    print(f"reward paths, run 2 (resume): {run2.seconds:.0f} s")
+    assert run2.returncode == 0, run2.output[-6000:]
+    # launch 2 cleared the request before it trained (src/node/training.py clear_time_limit_flags)
+    assert not time_limit.requested(checkpoint)
+    metrics = first.metrics()
+    trained = steps_with(metrics, "critic/score/mean")
+    assert trained == [1, 2, 3], trained
+    assert checkpoints(checkpoint) == sorted({saved["step"], 3})
+    assert (checkpoint / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
+    # launch 2 trained only what was left: its metrics file starts after the saved step
+    files = sorted((checkpoint / "metrics").glob("*.jsonl"))
+    assert len(files) == 2 and sorted(read_metrics(files[1])) == list(range(saved["step"] + 1, 4)), files
+
+    rows = [metrics[s] for s in trained]
+    assert any(r["train-aux/guard_length_coverage/mean"] > 0 for r in rows), rows
+    # DAPO's filter dropped tied groups and drew more prompts in their place
+    assert any(r["training_guard/filtered_group_share"] > 0 and r["training_guard/gen_batches"] > 1 for r in rows), rows
+    # token credit: the penalties on the tokens inside error spans are in verl's token rewards (critic/score sums
+    # them over each answer) but not in the reward's sequence score (train-aux/score): the sum is lower by them
+    spans = [r for r in rows if r.get("train-aux/n_minor/mean", 0) + r.get("train-aux/n_major/mean", 0)
+             + r.get("train-aux/n_critical/mean", 0) > 0]
+    assert spans, rows
+    for r in spans:
+        assert r["critic/score/mean"] < r["train-aux/score/mean"] - 1e-4, r
+
+
+def test_per_component_normalisation_a_lost_group_and_a_scorer_killed_for_good(cpu_loop, taught_build, tmp_path):
+    """Run 3."""
+    marker = tmp_path / "lost-one-group"
+    launch = Launch(tmp_path / "paths-3")
+
+    def act(out: Path, running) -> None:
+        wait_for("step 1 in verl's metrics", lambda: 1 in launch.metrics(), running)
+        first = kill_scorer(launch, running)
+        kill_scorer(launch, running, after=first)
+
+    args = COMMON + PER_COMPONENT_LOST + [f"model.build_dir={taught_build}", f"+accelerator.env.{MARKER_ENV}={marker}"]
+    run = cpu_loop(args, timeout_s=TIMEOUT_S, env={MARKER_ENV: str(marker)}, out_name="paths-3", during=act)
+    print(f"reward paths, run 3 (per-component, lost group, scorer killed for good): {run.seconds:.0f} s")
+    out = run.output
+    assert run.returncode == 1, out[-6000:]
+    errors = [l for l in out.splitlines() if l.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith(SCORER_DIED), errors
+    train_log = (launch.run_dir() / "train.log").read_text(errors="replace")
+    assert "training stopped: QE scorer (node-0) died" in train_log
+
+    assert marker.exists() and LOST_MESSAGE in train_log  # the test-only component failed its one answer
+    metrics = launch.metrics()
+    row = metrics[1]
+    # the group of the failed answer was dropped whole (its n - 1 finished answers with it), the rest trained
+    assert row["training_guard/lost_groups"] == 1 and row["training_guard/dropped_trajectories"] == N - 1, row
+    # per-component: each part normalised within its group, then summed: an answer worst in both parts gets an
+    # advantage below -(n-1)/sqrt(n), the lowest one group-normalised score can have (verl's grpo)
+    bound = (N - 1) / math.sqrt(N)
+    trained = steps_with(metrics, "critic/advantages/min")
+    assert min(metrics[s]["critic/advantages/min"] for s in trained) < -bound - 1e-3, [metrics[s] for s in trained]
+    # sequence credit: verl's token rewards sum to the reward's own score (compare the token-credit run)
+    for s in trained:
+        assert metrics[s]["critic/score/mean"] == pytest.approx(metrics[s]["train-aux/score/mean"], abs=1e-4)
+
+
+def test_dapo_stops_at_its_bound_with_one_line(cpu_loop, taught_build):
+    run = cpu_loop(COMMON + DAPO_BOUND + [f"model.build_dir={taught_build}"], timeout_s=TIMEOUT_S, out_name="paths-4")
+    print(f"reward paths, run 4 (DAPO's bound): {run.seconds:.0f} s")
+    out = run.output
+    assert run.returncode == 1, out[-6000:]
+    errors = [l for l in out.splitlines() if l.startswith("error:")]
+    assert len(errors) == 1 and "DAPO stopped at step 1: 2 generation batches drawn" in errors[0], errors
+    assert "algo.filter_groups.max_num_gen_batches=2" in errors[0], errors
+    launch = Launch(run.run_dirs[-1].parents[1])  # <out>/runs/<run>
+    assert not steps_with(launch.metrics(), "critic/score/mean")  # nothing trained
+    assert checkpoints(launch.checkpoint_dir()) == []
