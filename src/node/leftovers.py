@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+import time
 from pathlib import Path
 
 PATTERNS = ((Path("/dev/shm"), "psm_"), (Path("/dev/shm"), "verl_weights_"),
@@ -49,21 +50,31 @@ def in_use() -> set[str]:
     return used
 
 
+# a run stopped by a signal (a scorer dead for good, Ctrl-C): vLLM's engine processes, which Ray started
+# outside training's process group, still map their queues for a few seconds after the group is killed
+HOLDERS_GRACE_S = 20.0
+
+
 class Leftovers:
     """`Leftovers()` before training starts; `remove()` after its process group is stopped."""
 
     def __init__(self):
         self.before = present()
 
-    def remove(self) -> list[str]:
-        """Unlink what appeared since and nothing holds; the paths removed."""
-        new = present() - self.before
-        if not new:
-            return []
-        held = in_use()
-        removed = []
-        for path in sorted(new - held):
-            with contextlib.suppress(FileNotFoundError, IsADirectoryError, PermissionError):
-                os.unlink(path)
-                removed.append(path)
-        return removed
+    def remove(self, grace_s: float = HOLDERS_GRACE_S) -> list[str]:
+        """Unlink what appeared since and nothing holds, waiting up to `grace_s` for the processes still
+        holding some of it to exit; the paths removed."""
+        removed: list[str] = []
+        deadline = time.monotonic() + grace_s
+        while True:
+            new = present() - self.before - set(removed)
+            if not new:
+                return removed
+            held = in_use()
+            for path in sorted(new - held):
+                with contextlib.suppress(FileNotFoundError, IsADirectoryError, PermissionError):
+                    os.unlink(path)
+                    removed.append(path)
+            if not new & held or time.monotonic() > deadline:
+                return removed
+            time.sleep(0.5)

@@ -193,6 +193,9 @@ class ScorerProcess:
             if proc is None or proc.poll() is None:
                 continue
             code = proc.returncode
+            # what the dead service started (its helpers) stays in its process group: stop it before a
+            # new service takes the port, or it outlives the run
+            stop_group(proc, 0.0)
             if self.restarts_done >= self.plan.restarts:
                 self.on_fatal(f"QE scorer ({self.name}) died during training (exit code {code}) after "
                               f"{self.restarts_done} restart(s); training stopped; last log lines: "

@@ -30,7 +30,7 @@ from src.config import CODE_ROOT
 from .errors import RunError
 
 PROMPTS_TSV = CODE_ROOT / "src" / "tiny_models" / "prompts" / "zh_en.tsv"
-QE_DIR = "qe"  # under model.build_dir; conf/experiment/smoke_tiny.yaml names the checkpoints in it
+QE_DIR = "qe"  # under model.build_dir; conf/scorer/tiny.yaml names the checkpoints in it
 BASE_POLICY = "policy"  # under model.build_dir: learn_tiny's untaught policy (smoke_tiny's model.path)
 TASK_DIR = "learn/task"  # under model.build_dir: the synthetic task's TSV files
 # data.name of the synthetic task's prompts (conf/experiment/learn_tiny.yaml): the task is built for it

@@ -46,7 +46,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 BASE_MODELS = ("comet-da", "referenceless", "cometkiwi", "unified-wl", "xcomet")
 SMALL_MODEL = "xcomet-small"
 # the tiny encoders' shape (build_encoder_dir defaults): what a config's scorer.models.*.encoder_shape
-# says for these checkpoints (conf/experiment/smoke_tiny.yaml)
+# says for these checkpoints (conf/scorer/tiny.yaml)
 ENCODER_SHAPE = {"layers": 2, "hidden": 32, "ffn": 64, "heads": 2}
 
 

@@ -1,6 +1,6 @@
 """The tiny QE checkpoints experiment=smoke_tiny builds (`python -m src.tiny_models qe OUT`, scorer env):
 every kind the reward groups name loads with unbabel-comet through the scorer's own loader, with the
-encoder dir conf/experiment/smoke_tiny.yaml gives, and scores; a complete tree is reused, an
+encoder dir conf/scorer/tiny.yaml gives, and scores; a complete tree is reused, an
 incomplete or older one rebuilt."""
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from src.tiny_models import atomic, qe
 
 from .conftest import REPO
 
-# conf/experiment/smoke_tiny.yaml: scorer model name -> (tiny model dir, encoder dir, scorer kind)
+# conf/scorer/tiny.yaml (experiment=smoke_tiny): scorer model name -> (tiny model dir, encoder dir, scorer kind)
 SMOKE_TINY = {"cometkiwi_da": ("cometkiwi", "xlmr", "cometkiwi"), "comet_da": ("comet-da", "xlmr", "comet-da"),
               "xcomet_xl": ("xcomet", "xlmr-xl", "xcomet")}
 
@@ -39,9 +39,9 @@ def built(tmp_path_factory):
 
 
 def test_the_preset_names_the_checkpoints_the_builder_writes(built):
-    preset = yaml.safe_load((REPO / "conf" / "experiment" / "smoke_tiny.yaml").read_text(encoding="utf-8"))
+    preset = yaml.safe_load((REPO / "conf" / "scorer" / "tiny.yaml").read_text(encoding="utf-8"))
     for name, (model_dir, encoder, _) in SMOKE_TINY.items():
-        spec = preset["scorer"]["models"][name]
+        spec = preset["models"][name]
         assert spec["path"] == f"${{model.build_dir}}/qe/models/{model_dir}/checkpoints/model.ckpt"
         assert spec["encoder"] == f"${{model.build_dir}}/qe/encoders/{encoder}"
         assert spec["encoder_shape"] == qe.ENCODER_SHAPE  # what the memory plan sizes them by

@@ -67,8 +67,8 @@ class TokenCreditOutput(AgentLoopOutput):
         if penalties:
             out["rm_scores"] = out["rm_scores"] + torch.tensor(penalties, dtype=out["rm_scores"].dtype)
         # per-sample credit metrics: verl's V1 validation averages numeric reward_extra_info keys
-        # into val-aux/<data_source>/<key>; training metrics go to the report's components log,
-        # as the reward function's own components do (verl logs no training reward extras)
+        # into val-aux/<data_source>/<key>; in training the guarded replay buffer does the same
+        # (train-aux/<key>/mean, src/trainer/reward_metrics.py), and the report's components log has them
         stats = tokens.credit_stats(self._token_ranges, penalised)
         info = out.get("extra_fields", {}).get("reward_extra_info")
         if isinstance(info, dict):
