@@ -124,5 +124,5 @@ def test_refusals_are_one_line(overrides, message):
 def test_kwargs_of_a_run_are_read_back_by_a_worker_unchanged():
     kw = kwargs_for("metricx")
     s = RewardSettings.from_kwargs(kw)
-    assert list(s.train_weights) == list(kw["train_weights"]) and s.metricx.reference is False
+    assert list(s.train_weights) == list(kw["train_weights"]) and s.own_reference["metricx"] is False
     assert math.isclose(s.clip["metricx"][1], 1.0)
