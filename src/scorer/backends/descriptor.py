@@ -1,5 +1,5 @@
 """What a QE backend declares about itself, known without loading a model: its kinds, its metric and
-scale, the model keys it reads, its memory formula for the plan, and where its loader lives.
+scale, the model keys and files it reads, its memory formula for the plan, and where its loader lives.
 
 Stdlib only, and of src only the stdlib vocabulary: the train env reads descriptors (the plan sizes
 the service by them, the reward and the evaluation name metrics by them) and cannot import torch.
@@ -70,6 +70,9 @@ class Descriptor:
     memory: ScorerMemory
     # models.<name> keys only this backend reads (comet: encoder); refused for other kinds
     spec_keys: tuple[str, ...] = ()
+    # the files a model directory (a models.<name>.path that is a dir) holds, relative to it: the
+    # pre-launch check (src/node/preflight.py) refuses a dir without them before the run starts
+    model_files: tuple[str, ...] = ()
     metric: Optional[OwnMetric] = None  # None: its kinds give the comet-family metrics (metric_of)
     # the module of its package with resolve(name, spec) and load(name, spec, files, device, dtype)
     # (src/scorer/backends/interface.py says what they do); imported only when a model is loaded

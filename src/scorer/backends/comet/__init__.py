@@ -23,4 +23,6 @@ DESCRIPTOR = Descriptor(
                         activation_bytes=memory.activation_bytes),
     # models.<name>.encoder: the encoder's config + tokenizer dir, overriding the checkpoint's own
     spec_keys=("encoder",),
+    # a checkpoint dir as comet saves it (a path may also name the .ckpt itself): loading.resolve_checkpoint
+    model_files=("checkpoints/model.ckpt", "hparams.yaml"),
 )

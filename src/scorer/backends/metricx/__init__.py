@@ -72,6 +72,8 @@ DESCRIPTOR = Descriptor(
     # models.<name>.tokenizer: the mT5 tokenizer (google/mt5-xl for every MetricX-24 size, as
     # metricx24/predict.py --tokenizer); unset, the model dir must hold one
     spec_keys=("tokenizer",),
+    # an HF model dir: its config (the weights' file names vary: backend.WEIGHT_FILES, checked at load)
+    model_files=("config.json",),
     # MetricX-24 predicts an MQM-like error score, clipped to [0, 25] (metricx24/models.py
     # MT5ForRegression.forward: `torch.clamp(predictions, 0, 25)`): 0 is no error, LOWER IS BETTER.
     # The service returns it raw; the reward turns it into 1 - score/25 (backends.unit_score).
