@@ -13,7 +13,7 @@ import yaml
 
 from src.config import dotted
 from src.scorer import backends, vocabulary
-from src.scorer.config import KINDS
+from src.scorer.backends import KINDS
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
