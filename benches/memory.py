@@ -15,7 +15,8 @@ published figures.
   rollout (train env):  .venv/bin/python benches/memory.py rollout    # vLLM's profile-run peak
 
 Each prints a markdown table (benches/RESULTS.md, "Memory (issue 12)") and, with --json, the
-rows src/plan/memory_measured.py holds.
+rows src/plan/memory_measured.py holds (policy, rollout) or the scorer backend's package does
+(src/scorer/backends/comet/memory.py, src/scorer/backends/metricx/__init__.py).
 
 --device cuda (scorer, policy): the same models and inputs with real tensors on a GPU (random
 weights), measured by the caching allocator (torch.cuda.max_memory_allocated over the forward /
@@ -146,7 +147,7 @@ def measure_scorer(models, budgets, dtypes) -> list[dict]:
                     t0 = time.time()
                     model = _comet_model(cm, cls_name, encoder_dir, kw)
                     model.eval()
-                    # as src/scorer/runner.py ModelRunner: encoder weights in 16 bit, heads fp32 + autocast
+                    # as src/scorer/backends/comet/runner.py ModelRunner: encoder weights in 16 bit, heads fp32 + autocast
                     if dtype != "fp32":
                         _cast_fake(model.encoder, torch.bfloat16)
                     params = sum(p.numel() * p.element_size() for p in model.parameters())
@@ -270,7 +271,7 @@ METRICX_SEQ_LEN = 1535
 
 
 def measure_metricx(models, budgets, dtypes) -> list[dict]:
-    """One forward of src/scorer/backends/metricx.py's MT5ForRegression (the encoder, one decoder step, the
+    """One forward of src/scorer/backends/metricx/backend.py's MT5ForRegression (the encoder, one decoder step, the
     prediction's logit) on the real shapes, every weight in the dtype as the backend loads them, one padded
     batch of max(1, budget // 1535) rows of 1535 tokens, under inference_mode: FakeTensorMode + MemTracker."""
     import torch
@@ -278,7 +279,7 @@ def measure_metricx(models, budgets, dtypes) -> list[dict]:
     from transformers import MT5Config
 
     sys.path.insert(0, str(REPO))
-    from src.scorer.backends.metricx import regression_model_class
+    from src.scorer.backends.metricx.backend import regression_model_class
 
     rows = []
     for name in models:

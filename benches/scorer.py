@@ -446,7 +446,7 @@ def load_reference_model(ckpt: Path, args):
     model = load_from_checkpoint(str(ckpt), local_files_only=True)
     if getattr(model, "word_level", False):
         # Same span decoding as the service, so (a) and (c) must agree on every score.
-        from src.scorer.decode import install_fixed_decode
+        from src.scorer.backends.comet.decode import install_fixed_decode
 
         install_fixed_decode(model)
     if args.device.startswith("cuda") and args.dtype != "fp32":
@@ -460,7 +460,7 @@ def predict_kwargs(args):
 
 def reference_precision(args):
     """The service's precision for (b) and (c): a 16-bit encoder with fp32 heads needs autocast
-    (src/scorer/runner.py does the same); stock predict() without it stops at the first fp32 head
+    (src/scorer/backends/comet/runner.py does the same); stock predict() without it stops at the first fp32 head
     ("mat1 and mat2 must have the same dtype", seen on an H200 with XCOMET-XL)."""
     import contextlib
 

@@ -7,7 +7,8 @@ the modules: no two import each other, even lazily, and none imports another's p
 Hydra's private API in one adapter module, and the
 scorer (its own environment) importing nothing of src but itself. The train-env packages that share
 facts with the service (rewards, evaluate, report: severity names, model kind -> metric, /score items)
-may import src.scorer for its stdlib-only vocabulary.py, one copy of them (tests/test_one_copy.py).
+may import src.scorer for its stdlib-only vocabulary.py and the backends' registry of descriptors
+(src/scorer/backends/__init__.py), one copy of them (tests/test_one_copy.py).
 """
 import ast
 import graphlib
@@ -26,13 +27,13 @@ ALLOWED = {
     "scorer": set(),
     # builders users run (experiment=smoke_tiny) and tests share; in both environments, so nothing of src
     "tiny_models": set(),
-    # rewards, report and evaluate import src.scorer.vocabulary (stdlib only): the severity names,
+    # rewards, report and evaluate import src.scorer.vocabulary and the backends' registry (stdlib only): the severity names,
     # model kind -> metric and /score item building the service and its clients share, one copy
     "rewards": {"data", "scorer"},
     # + src.record: the snapshot's file names, the identity file and the sweep summary it compares runs by
     "report": {"data", "record", "scorer"},
     # config.dotted.flatten: the one flatten, shared with the run identity (record)
-    # + src.scorer.config KINDS (stdlib + PyYAML): the backend of a QE model's kind sizes its memory
+    # + src.scorer KINDS and the backends' descriptors (stdlib + PyYAML): a QE model's backend sizes its memory
     "plan": {"config", "rewards", "scorer"},
     "trainer": {"rewards"},
     # verl imports it by name in the processes of a CPU run (VERL_USE_EXTERNAL_MODULES); nothing of src imports it

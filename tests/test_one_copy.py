@@ -6,13 +6,14 @@ An AST scan of src/ fails when a second copy reappears: a severity name or a set
 written out, a /score item dict, a needs_ref -> comet/kiwi choice, a function called flatten.
 """
 import ast
+import json
 from pathlib import Path
 
 import yaml
 
 from src.config import dotted
-from src.scorer import vocabulary
-from src.scorer.config import KINDS
+from src.scorer import backends, vocabulary
+from src.scorer.backends import KINDS
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
@@ -104,12 +105,12 @@ def test_every_user_holds_the_one_copy():
     from src.report import samples_page
     from src.rewards import qe
     from src.rewards.credit import ranges
-    from src.scorer import decode
+    from src.scorer.backends.comet import decode
 
     assert qe.SEVERITIES is samples_page.SEVERITIES is vocabulary.SEVERITIES
     assert ranges.SEVERITIES == vocabulary.SEVERITIES + ("bad",)
     assert tuple(decode.MQM_WEIGHTS) == vocabulary.SEVERITIES
-    assert options.QE_METRICS is vocabulary.METRICS
+    assert options.QE_METRICS is backends.METRICS
     assert values.flatten is identity.flatten is identity._flatten is dotted.flatten
 
 
@@ -150,13 +151,15 @@ def test_flatten_keeps_what_both_users_relied_on():
     assert dotted.flatten({}) == {} and dotted.flatten(None) == {}
 
 
-# what the train env may import of src.scorer: the modules that stay stdlib (+ PyYAML for config.py)
-TRAIN_ENV_SCORER_MODULES = {"src.scorer.vocabulary", "src.scorer.config"}
+# what the train env may import of src.scorer: the modules that stay stdlib (+ PyYAML for config.py),
+# the backends' registry among them (each backend package's __init__.py: its descriptor only)
+TRAIN_ENV_SCORER_MODULES = {"src.scorer.vocabulary", "src.scorer.config", "src.scorer.backends"}
 
 
 def test_the_train_env_imports_only_the_stdlib_modules_of_the_scorer():
     """rewards, evaluate, report and node may import src.scorer (tests/test_layout.py), but only
-    vocabulary.py and config.py: the rest loads torch and comet, which the train env cannot."""
+    vocabulary.py, config.py and the backends' registry: the rest loads torch and comet, which the
+    train env cannot."""
     wrong = []
     for path in python_files(SRC):
         if path.relative_to(SRC).parts[0] == "scorer":
@@ -172,3 +175,18 @@ def test_the_train_env_imports_only_the_stdlib_modules_of_the_scorer():
     vocabulary_imports = {n.module or a.name for n in ast.walk(ast.parse((SRC / VOCABULARY).read_text("utf-8")))
                           if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
     assert vocabulary_imports <= {"__future__", "typing"}, vocabulary_imports
+
+
+def test_the_backends_registry_loads_no_model_library():
+    """The registry imports every backend package (its descriptor): none may pull in torch or a model
+    library at import time, or the train env could not read the descriptors."""
+    import subprocess
+    import sys
+
+    code = ("import json, sys, src.scorer.config, src.scorer.backends as b; "
+            "print(json.dumps([sorted(b.BACKENDS), sorted(m for m in ('torch', 'comet', 'transformers', 'tokenizers') "
+            "if m in sys.modules)]))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    names, heavy = json.loads(out.stdout.strip().splitlines()[-1])
+    assert names == sorted(backends.BACKENDS) and len(names) >= 2
+    assert heavy == [], f"importing the backends' descriptors loaded {heavy}"

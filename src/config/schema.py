@@ -142,7 +142,7 @@ class ScorerModelSchema:
     kind: str = MISSING
     # local dir of the encoder's config + tokenizer; None: the HF cache holds the hub name
     encoder: Optional[str] = None
-    # kind metricx: local dir of the mT5 tokenizer (google/mt5-xl); None: the model dir holds one
+    # local dir of the tokenizer, for a backend that reads one (src/scorer/backends); None: the model dir holds one
     tokenizer: Optional[str] = None
     # size and shape for the memory plan; a model without them is refused there by name
     params_b: Optional[float] = None

@@ -52,9 +52,6 @@ TEXT_KEYS = ("src", "translation", "error_spans", "credit_ranges", "reward_parts
 GUARD_PREFIXES = ("degenerate_", "guard_")
 # tool keys among the overrides (the rest are Hydra overrides of the launcher's config)
 TOOL_KEYS = ("scorer_url", "scorer_device")
-# model role (src/rewards/components.py MODEL_ROLES) -> src.evaluate's metric and its model option
-ROLE_METRIC = {"comet": ("comet", "comet_model"), "kiwi": ("kiwi", "kiwi_model"), "span": ("xcomet", "xcomet_model"),
-               "metricx": ("metricx", "metricx_model")}
 # compute_score calls in flight (the service batches them, as it does a worker's)
 CONCURRENCY = 16
 
@@ -224,10 +221,14 @@ def scorer_for(models: dict[str, str], tool: dict[str, str], scorer_cfg: dict, n
         yield None
         return
     from src.evaluate import qe_metrics, scorer_service
-    from src.evaluate.options import EvalOptions, UsageError as EvalUsageError
+    from src.evaluate.options import EvalOptions, UsageError as EvalUsageError, model_option
+    from src.scorer.vocabulary import SPAN_METRIC
 
-    names = {ROLE_METRIC[role][1]: name for role, name in models.items()}
-    opts = EvalOptions(data="-", metrics=[ROLE_METRIC[r][0] for r in models],
+    # a model role (src/rewards/components.py MODEL_ROLES) is src.evaluate's metric of that name, the
+    # span role's is xcomet; its model option is <metric>_model
+    metrics = [SPAN_METRIC if role == "span" else role for role in models]
+    names = {model_option(metric): name for metric, name in zip(metrics, models.values())}
+    opts = EvalOptions(data="-", metrics=metrics,
                        scorer_device=tool.get("scorer_device", "auto"), **names)
     try:
         if tool.get("scorer_url"):

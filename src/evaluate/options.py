@@ -12,22 +12,28 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
-from src.scorer.vocabulary import METRICS as QE_METRICS
-from src.scorer.vocabulary import METRICX_METRIC
+from src.scorer.backends import METRICS as QE_METRICS
+from src.scorer.backends import OWN_METRICS
 
 TEXT_METRICS = ("bleu", "chrf")
 ALL_METRICS = TEXT_METRICS + QE_METRICS
-# what `metrics` computes unless told: every metric but MetricX-24, whose checkpoints (3.7B / 13B,
-# plus the mT5 tokenizer) a setup has only when it fetched them: metrics=...,metricx adds it
-DEFAULT_METRICS = tuple(m for m in ALL_METRICS if m != METRICX_METRIC)
+# what `metrics` computes unless told: every metric but a backend's own that its descriptor leaves out
+# (OwnMetric.evaluated_by_default: checkpoints a setup has only when it fetched them); metrics=...,<it> adds it
+DEFAULT_METRICS = tuple(m for m in ALL_METRICS if m not in OWN_METRICS or OWN_METRICS[m].evaluated_by_default)
 GENERATORS = ("vllm", "file")
 EXTRACT_MODES = ("lenient", "strict")
 
 
 def model_option(metric: str) -> str:
     """The option naming the service model of a QE metric: comet_model, kiwi_model, xcomet_model,
-    metricx_model."""
+    and <metric>_model for each backend's own metric."""
     return f"{metric}_model"
+
+
+def reference_option(metric: str) -> str:
+    """The option saying whether a QE metric's model reads the reference where it may (a span model,
+    a backend's own metric): xcomet_reference, <metric>_reference."""
+    return f"{metric}_reference"
 
 
 class UsageError(ValueError):
@@ -35,7 +41,8 @@ class UsageError(ValueError):
 
 
 @dataclass
-class EvalOptions:
+class _Options:
+    """The options of every evaluation; EvalOptions below adds each backend metric's own."""
     # model to evaluate: an HF model dir, a verl actor dir (global_step_N/actor), a global_step_N
     # dir, or a checkpoint root holding latest_checkpointed_iteration.txt. Not needed with
     # generator=file.
@@ -79,12 +86,8 @@ class EvalOptions:
     comet_model: str = "comet_da"
     kiwi_model: str = "cometkiwi_da"
     xcomet_model: str = "xcomet_xl"
-    metricx_model: str = "metricx24_xl"
     # XCOMET with the reference (more accurate than its QE mode; spans either way)
     xcomet_reference: bool = True
-    # MetricX-24 in its reference mode (source + translation + reference); false: its QE mode, as the
-    # reward asks it by default (reward.metricx.reference=false)
-    metricx_reference: bool = True
     # items per /score request and requests in flight (the service batches them on its side)
     batch_items: int = 256
     concurrency: int = 4
@@ -100,6 +103,15 @@ class EvalOptions:
         return [m for m in self.metrics if m not in self.trained_on] if self.trained_on else []
 
 
+# Each backend's own metric (src.scorer.backends.OWN_METRICS) has its model option, defaulting to the
+# descriptor's example model, and its reference option: true, its reference mode (source + translation
+# + reference); false, its QE mode, as the reward asks it by default (reward.<metric>.reference=false).
+# Read from the descriptors, so a backend added in its own package is evaluated with no edit here.
+EvalOptions = dataclasses.make_dataclass(
+    "EvalOptions",
+    [(model_option(m), str, field(default=own.example_model)) for m, own in OWN_METRICS.items()]
+    + [(reference_option(m), bool, field(default=True)) for m in OWN_METRICS],
+    bases=(_Options,), namespace={"__module__": __name__, "__doc__": "The evaluation's options, all of them."})
 _FIELDS = {f.name: f for f in dataclasses.fields(EvalOptions)}
 _TRUE, _FALSE = ("true", "yes", "1", "on"), ("false", "no", "0", "off")
 

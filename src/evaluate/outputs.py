@@ -16,12 +16,12 @@ from statistics import fmean
 
 from src.data.safe_write import new_dir_beside, publish_dir
 
-from src.scorer.vocabulary import METRICX_METRIC, SCALES
+from src.scorer.backends import OWN_METRICS, metric_label
 
 from .options import ALL_METRICS
 
 # (key in a direction's row, column header, decimals); a column shows only when some row has it.
-# A metric with a scale of its own says it in its header (MetricX-24: "0-25, lower is better").
+# A backend's own metric (on a scale of its own) says its label and scale in its header, after the rest.
 COLUMNS = (
     ("direction", "direction", None),
     ("segments", "segments", None),
@@ -35,9 +35,9 @@ COLUMNS = (
     ("n_minor", "minor/seg", 3),
     ("n_major", "major/seg", 3),
     ("n_critical", "critical/seg", 3),
-    (METRICX_METRIC, f"MetricX-24 ({SCALES[METRICX_METRIC].describe()})", 3),
+    *((metric, metric_label(metric), 3) for metric in OWN_METRICS),
 )
-SEGMENT_MEANS = ("comet", "kiwi", "xcomet", "xcomet_mqm", "n_minor", "n_major", "n_critical", METRICX_METRIC)
+SEGMENT_MEANS = ("comet", "kiwi", "xcomet", "xcomet_mqm", "n_minor", "n_major", "n_critical", *OWN_METRICS)
 TABLE_MD, TABLE_CSV, SEGMENTS_JSONL, SUMMARY_JSON = "scores.md", "scores.csv", "segments.jsonl", "summary.json"
 
 

@@ -1,5 +1,5 @@
-"""COMET-DA, CometKiwi, XCOMET (with error spans) and MetricX-24 from the QE scoring service
-(docs/scorer-api.md). MetricX-24's score is kept raw: 0..25, lower is better (the tables say so).
+"""COMET-DA, CometKiwi, XCOMET (with error spans) and each backend's own metric from the QE scoring
+service (docs/scorer-api.md). A metric on a scale of its own is kept raw (the tables say its scale).
 
 One ScorerClient (src/rewards/client.py: retries, backoff, clear errors) for the whole evaluation.
 Offline there is no per-trajectory latency to care about, so each request carries `batch_items`
@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 from src.rewards.client import ScorerClient
 from src.rewards.settings import ClientSettings
-from src.scorer.config import KINDS
-from src.scorer.vocabulary import METRICS, SPAN_METRIC, request_item, severity_counts
+from src.scorer.backends import KINDS, METRICS
+from src.scorer.vocabulary import SPAN_METRIC, request_item, severity_counts
 
-from .options import EvalOptions, UsageError, model_option
+from .options import EvalOptions, UsageError, model_option, reference_option
 
 # metric -> the model kinds that can serve it (what each kind gives is the scorer's KINDS)
 METRIC_KINDS = {m: tuple(k for k, info in KINDS.items() if info.metric == m) for m in METRICS}
@@ -69,8 +69,10 @@ def _finite(value):
 
 
 def _request_items(metric: str, inputs: list[QEInput], opts: EvalOptions) -> tuple[list[dict], list[str]]:
-    items = [request_item(metric, x.src, x.mt, ref=x.ref, lang=x.tgt_lang, span_reference=opts.xcomet_reference,
-                          metricx_reference=opts.metricx_reference)
+    # a span model or a backend's own metric reads the reference when its option says so
+    reads_ref = bool(getattr(opts, reference_option(metric), False))
+    items = [request_item(metric, x.src, x.mt, ref=x.ref, lang=x.tgt_lang, span_reference=reads_ref,
+                          own_reference=reads_ref)
              for x in inputs]
     return items, (["score", "spans"] if metric == SPAN_METRIC else ["score"])
 
@@ -114,8 +116,8 @@ async def _score_all(url: str, token: str, inputs: list[QEInput], opts: EvalOpti
 
 
 def score_segments(url: str, token: str, inputs: list[QEInput], opts: EvalOptions) -> list[dict]:
-    """Per segment: {comet, kiwi, xcomet, xcomet_mqm, spans, n_minor, n_major, n_critical, metricx,
-    <metric>_truncated} for the QE metrics asked for, exactly as the service answered."""
+    """Per segment: {comet, kiwi, xcomet, xcomet_mqm, spans, n_minor, n_major, n_critical, each
+    backend's own metric, <metric>_truncated} for the QE metrics asked for, exactly as the service answered."""
     if not opts.qe_metrics or not inputs:
         return [dict() for _ in inputs]
     return asyncio.run(_score_all(url, token, inputs, opts))

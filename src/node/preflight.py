@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 
 from src.plan import RunPlan, ray_cpus_for
+from src.scorer.backends import BACKENDS, KINDS
 
 
 class PreflightError(RuntimeError):
@@ -71,7 +72,8 @@ def gpu_memory_gb(environ: dict) -> float | None:
 
 
 def check_scorer(plan: RunPlan) -> None:
-    """The QE service can start: its env's python and every checkpoint it loads exist. (It would fail
+    """The QE service can start: its env's python and every checkpoint it loads exist, a model dir with
+    the files its backend's descriptor says it holds (model_files). (It would fail
     on its own too, but only after the snapshot is written and with the run half started.)"""
     s = plan.scorer
     if s is None:
@@ -83,6 +85,11 @@ def check_scorer(plan: RunPlan) -> None:
         if not m.path.startswith("hf:") and not Path(m.path).exists():
             raise PreflightError(f"QE model {m.name} not found at {m.path}; put the checkpoint there or fix "
                                  f"scorer.models.{m.name}.path (paths.model_root in conf/local/default.yaml)")
+        files = BACKENDS[KINDS[m.kind].backend].model_files if m.kind in KINDS else ()
+        lacking = [f for f in files if Path(m.path).is_dir() and not (Path(m.path) / f).is_file()]
+        if lacking:
+            raise PreflightError(f"QE model {m.name} at {m.path} lacks {', '.join(lacking)}, which a kind {m.kind} "
+                                 f"model dir holds; point scorer.models.{m.name}.path at the model's own dir")
         if m.encoder and m.encoder.startswith(("/", "./", "../")) and not Path(m.encoder).is_dir():
             raise PreflightError(f"encoder of QE model {m.name} not found at {m.encoder} "
                                  f"(scorer.models.{m.name}.encoder)")

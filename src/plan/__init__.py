@@ -1,5 +1,5 @@
 """Plan: every derived value of a run (batch geometry, scorer placement, memory, stop rules, names) from the composed config.
-May import: src.config (dotted flatten), src.rewards (the token-credit plan), src.scorer (config.KINDS: a QE model's backend); pure, no I/O (the plan table only prints; src/plan/algorithm.py reads the conf/algo preset a run names).
+May import: src.config (dotted flatten), src.rewards (the token-credit plan), src.scorer (the backends' KINDS and descriptors: a QE model's memory formula); pure, no I/O (the plan table only prints; src/plan/algorithm.py reads the conf/algo preset a run names).
 """
 from .batch import PIN_KEYS, BatchPlan, plan_batch
 from .resources import ray_cpus_for

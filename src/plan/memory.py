@@ -29,19 +29,15 @@ the FSDP2 tracker's shards confirm 4 N / G bytes), tp = rollout tensor parallel,
                    of them), min(P n / (G / tp), max_num_seqs) sequences x (prompt + response)
                    tokens x 2 (K, V) x layers x ceil(kv_heads / tp) x head_dim x 2 bytes
   scorer (shared placement, on one training GPU; dedicated: on its own GPU)
-                   weights sum over its models of params x b (b = 2 for bf16/fp16, 4 for fp32) + for a
-                   comet model SCORER_WEIGHTS_EXTRA_GB (its fp32 heads and allocator rounding, H200) + activations of one batch (the service
-                   runs one batch at a time, so the largest model counts) at its budget
-                   T_s = scorer.batch_tokens: T_s x hidden x (layers + 1) x c, c measured
-                   (src/plan/memory_measured.py scorer_bytes_per_hidden: the encoder shape's largest
-                   ratio over the stock comet classes' forward peaks in SCORER_PEAKS, bf16 measured
-                   on an H200: 8.3 B for XLM-R large, 6.3 B XL, 6.0 B XXL; else the largest of all; comet keeps every layer's hidden states and an fp32 copy of each
-                   for its layer mix); a MetricX model (backend metricx):
-                   max(T_s, L) x heads x L x c', L = 1535 its longest input, c' measured
-                   (METRICX_BYTES_PER_HEAD_POSITION: 12.5 B in bf16, 17.0 B in fp32, METRICX_PEAKS;
-                   mT5's eager attention holds [rows, heads, L, L] scores, and a batch of n rows
-                   within the budget holds at most T_s x L of them) + the CUDA context of its
-                   process (CUDA_CONTEXT_GB, cited there)
+                   weights sum over its models of params x b (b = 2 for bf16/fp16, 4 for fp32) + what
+                   the model's backend holds above that (its descriptor's memory.weights_extra_gb:
+                   the comet backend's fp32 heads and allocator rounding, H200) + activations of one
+                   batch (the service runs one batch at a time, so the largest model counts) at its
+                   budget T_s = scorer.batch_tokens, by the backend's own measured formula (its
+                   descriptor's memory.activation_bytes, src/scorer/backends/<name>/: the comet
+                   backend's T_s x hidden x (layers + 1) x c, an mT5 backend's attention-bound
+                   max(T_s, L) x heads x L x c') + the CUDA context of its process (CUDA_CONTEXT_GB,
+                   cited there)
   reserve          memory.reserve_gb: CUDA contexts of the training and vLLM processes, NCCL
                    buffers, allocator fragmentation
 
@@ -62,9 +58,10 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
-from .memory_measured import (ADAM_STEP_TEMP_RATIO, CUDA_CONTEXT_GB, METRICX_BYTES_PER_HEAD_POSITION,
-                                 METRICX_SEQ_LEN, SCORER_WEIGHTS_EXTRA_GB, scorer_bytes_per_hidden, VLLM_CUDA_GRAPH_GB, VLLM_NON_TORCH_GB,
-                                 VLLM_PROFILE_PEAK_GB, policy_update_transient_bytes)
+from src.scorer.backends import BACKENDS
+
+from .memory_measured import (ADAM_STEP_TEMP_RATIO, CUDA_CONTEXT_GB, VLLM_CUDA_GRAPH_GB, VLLM_NON_TORCH_GB,
+                              VLLM_PROFILE_PEAK_GB, policy_update_transient_bytes)
 
 GIB = 2 ** 30
 # What vLLM subtracts from its share before the KV cache (vllm/v1/worker/gpu_worker.py
@@ -101,7 +98,7 @@ class ScorerModel:
     hidden: int
     ffn: int
     heads: int
-    backend: str = "comet"  # the scorer backend serving its kind (src/scorer/config.py KINDS)
+    backend: str = "comet"  # the scorer backend serving its kind (src/scorer/backends KINDS): its memory formula
 
 
 @dataclass(frozen=True)
@@ -164,19 +161,15 @@ def scorer_need_gb(models: tuple[ScorerModel, ...], dtype: str, batch_tokens: in
     if not models:
         return 0.0, 0.0, 0.0
     b = _dtype_bytes(dtype)
-    weights = sum(_gib(m.params_b * 1e9 * b) + (SCORER_WEIGHTS_EXTRA_GB if m.backend != "metricx" else 0.0)
-                  for m in models)
+    weights = sum(_gib(m.params_b * 1e9 * b) + BACKENDS[m.backend].memory.weights_extra_gb for m in models)
     acts = max(_gib(scorer_activation_bytes(m, "fp32" if b == 4 else "bf16", batch_tokens)) for m in models)
     return weights, acts, weights + acts + SCORER_CONTEXT_GB
 
 
 def scorer_activation_bytes(m: ScorerModel, dtype: str, batch_tokens: int) -> float:
     """One batch of `batch_tokens` padded tokens through `m` (dtype bf16 or fp32), by its backend's
-    measured figure (src/plan/memory_measured.py)."""
-    if m.backend == "metricx":
-        # the batcher keeps rows x longest row <= the budget, except a lone longest item
-        return max(batch_tokens, METRICX_SEQ_LEN) * m.heads * METRICX_SEQ_LEN * METRICX_BYTES_PER_HEAD_POSITION[dtype]
-    return batch_tokens * m.hidden * (m.layers + 1) * scorer_bytes_per_hidden(dtype, m.layers, m.hidden)
+    measured formula (its descriptor's memory.activation_bytes)."""
+    return BACKENDS[m.backend].memory.activation_bytes(m, dtype, batch_tokens)
 
 
 def plan_memory(x: MemoryInputs) -> MemoryPlan:

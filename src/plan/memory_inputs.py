@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Optional
 
-from src.scorer.config import KINDS
+from src.scorer.backends import KINDS
 
 from .batch import BatchPlan
 from .memory import ActorShape, MemoryInputs, MemoryPlan, ScorerModel, plan_memory

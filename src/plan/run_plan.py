@@ -120,7 +120,7 @@ class RunPlan:
 
 def reward_names(reward: str, mode: str, span_model: Optional[str]) -> tuple[str, ...]:
     """How dirs and wandb name the reward: with its mode only where a span model runs (mode train|eval);
-    with mode=off no span model is loaded, and `metricx_off` read as "MetricX off"."""
+    with mode=off no span model is loaded, and `<reward>_off` would read as "<reward> off"."""
     return (reward, mode) if span_model else (reward,)
 
 

@@ -17,7 +17,7 @@ class ScorerModelSpec:
     path: str
     kind: str
     encoder: Optional[str]
-    tokenizer: Optional[str] = None  # kind metricx: the mT5 tokenizer's dir
+    tokenizer: Optional[str] = None  # the tokenizer's dir, for a backend that reads one (src/scorer/backends)
 
 
 @dataclass(frozen=True)

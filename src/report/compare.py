@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from src.scorer.vocabulary import METRICS as QE_METRICS
-from src.scorer.vocabulary import scale_of
+from src.scorer.backends import METRICS as QE_METRICS
+from src.scorer.backends import scale_of
 
 from .run_files import RunData
 from .series import TRAIN_SCORE

@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from src.scorer.vocabulary import SCALES, scale_of  # noqa: E402
+from src.scorer.backends import SCALES, scale_of  # noqa: E402
 
 from .series import HeldOut, Throughput, label_metric  # noqa: E402
 
@@ -35,7 +35,7 @@ def plot_rewards(panels: dict[str, dict[str, pd.Series]]) -> Figure:
     nrows = math.ceil(n / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(5.2 * ncols, 3.6 * nrows), squeeze=False)
     for ax, (name, lines) in zip(axes.flat, panels.items()):
-        # a component on a scale of its own says it (MetricX-24 is logged raw: 0-25, lower is better)
+        # a component on a scale of its own says it (a backend's own metric is logged raw)
         ax.set_title(f"{name} ({scale_of(name).describe()})" if name in SCALES else name)
         ax.set_xlabel("step")
         if not lines:
@@ -54,7 +54,7 @@ def plot_rewards(panels: dict[str, dict[str, pd.Series]]) -> Figure:
 
 
 def _right_axis(ax, metric: str, what: str):
-    """A twin y axis for a metric on a scale of its own (MetricX-24: 0-25, lower is better),
+    """A twin y axis for a metric on a scale of its own (e.g. an error score, lower is better),
     inverted when lower is better, so that up means better for every line of the panel."""
     scale = scale_of(metric)
     twin = ax.twinx()
@@ -93,8 +93,8 @@ def plot_held_out(held: HeldOut) -> Figure:
     """Per direction, two panels: the validation values of the trained metrics (solid) and the
     held-out ones (dashed), and each one's change since the first validation, so a trained metric
     that climbs away from the held-out ones shows as a widening gap. COMET-family metrics (0-1,
-    higher is better) share the left axis; a metric on a scale of its own (MetricX-24: 0-25, lower
-    is better) gets a right axis, inverted so up is better for every line; the legend says which."""
+    higher is better) share the left axis; a metric on a scale of its own (a backend's own, e.g. an
+    error score, lower is better) gets a right axis, inverted so up is better for every line; the legend says which."""
     n = max(1, len(held.panels))
     fig, axes = plt.subplots(2, n, figsize=(5.6 * n, 7.0), squeeze=False)
     if not held.panels:

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from html import escape
 
 from src.data.templates import parse_prompt, translation_of
-from src.scorer.vocabulary import SCALES, SEVERITIES
+from src.scorer.backends import SCALES
+from src.scorer.vocabulary import SEVERITIES
 
 LIGHTEST = SEVERITIES[0]  # what a span with no (or an unknown) severity is shown as
 # Keys of a dump line that are not reward components.
@@ -177,7 +178,7 @@ def _row(i: int, v: dict) -> str:
         mt_html = '<span class="missing">no &lt;translate&gt; tag</span>'
     else:
         mt_html = highlight(v["translation"], v["spans"]) + v.get("credit", "")
-    # a component on a scale of its own says it (MetricX-24: raw, 0-25, lower is better)
+    # a component on a scale of its own says it (a backend's own metric, logged raw)
     comps = "<br>".join(f"{escape(k)}: {val:.3f}" + (f" ({SCALES[k].describe()})" if k in SCALES else "")
                         for k, val in v["components"].items())
     return (

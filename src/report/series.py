@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from src.scorer.vocabulary import METRICS as QE_METRICS
+from src.scorer.backends import METRICS as QE_METRICS
+from src.scorer.backends import OWN_METRICS
 
 from .run_files import RunData, RunShape
 
@@ -133,11 +134,11 @@ def reward_panels(run: RunData) -> dict[str, dict[str, pd.Series]]:
 
 @dataclass
 class HeldOut:
-    """Validation QE metrics (comet, kiwi, xcomet, metricx) the training reward weighs (`trained`) beside the
+    """Validation QE metrics (comet, kiwi, xcomet, each backend's own) the training reward weighs (`trained`) beside the
     ones it does not (`held_out`: logged at validation with training weight 0, e.g. COMET-DA through
     reward.validation_models or XCOMET through reward.mode=eval), per direction. A held-out metric
     that stalls or falls while the trained one climbs is the policy learning the reward model.
-    MetricX-24 is logged raw (0-25, lower is better: src.scorer.vocabulary.SCALES); the plot and
+    A backend's own metric is logged raw, on its own scale (src.scorer.backends.SCALES); the plot and
     the summary read each line's scale from its metric (label_metric)."""
     trained: list[str]
     held_out: list[str]
@@ -150,7 +151,7 @@ def metric_label(name: str, trained: bool) -> str:
 
 
 def label_metric(label: str) -> str:
-    """The metric of a metric_label: 'metricx (held out)' -> 'metricx'."""
+    """The metric of a metric_label: 'kiwi (held out)' -> 'kiwi'."""
     return label.rsplit(" (", 1)[0]
 
 
@@ -161,14 +162,16 @@ def held_out_panels(run: RunData) -> HeldOut:
         return HeldOut([], [], {}, "the run's verl config (snapshot/verl_config.yaml) names no training "
                                    "weights: which metric was trained on is unknown")
     val = val_means(run.metrics)
-    # the QE scores logged at validation (COMET-family scores share a scale, MetricX-24 has its own;
+    # the QE scores logged at validation (COMET-family scores share a scale, a backend's own metric has its own;
     # BLEU, at 0-100, and the other components are in rewards.png)
     logged = [v for v in val if v in weights and v in QE_METRICS]
     trained = [v for v in logged if weights[v] != 0.0]
     held_out = [v for v in logged if weights[v] == 0.0]
     if not held_out:
         return HeldOut(trained, [], {}, "no held-out metric was logged at validation: add one with "
-                                        "reward.validation_models=[...,comet_da] (or metricx24_xl) or reward.mode=eval")
+                                        "reward.validation_models=[...,comet_da]"
+                                        + "".join(f" (or {m.example_model})" for m in OWN_METRICS.values())
+                                        + " or reward.mode=eval")
     labels = {ds: _short(ds) for v in logged for ds in val[v]}
     if len(set(labels.values())) < len(labels):
         labels = {ds: ds for ds in labels}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from src.scorer.vocabulary import SCALES, scale_of, unit_score
+from src.scorer.backends import SCALES, scale_of, unit_score
 
 from .series import OTHER, HeldOut, Throughput, label_metric
 
@@ -43,7 +43,7 @@ def render_summary(
         for label, s in series.items():
             if s.empty:
                 continue
-            # best is the lowest value of a lower-is-better metric (MetricX-24, logged raw)
+            # best is the lowest value of a lower-is-better metric (a backend's own, logged raw)
             best_step = s.idxmax() if scale_of(panel).higher_is_better else s.idxmin()
             name = f"{panel} ({scale_of(panel).describe()})" if panel in SCALES else panel
             rows.append([name, label, _fmt(float(s.iloc[0])), _fmt(float(s.iloc[-1])),
@@ -101,7 +101,7 @@ def render_summary(
 def held_out_lines(held: HeldOut) -> list[str]:
     """Each metric's first and last validation value and change, trained ones first; the gap is
     how much more the trained metric gained than each held-out one (held_out.png plots it), each
-    gain taken on the 0-1, higher-is-better scale (vocabulary.unit_score: MetricX-24's -change/25)."""
+    gain taken on the 0-1, higher-is-better scale (backends.unit_score: an error score on 0-25 gains -change/25)."""
     lines = ["## Trained vs held-out", ""]
     if not held.panels:
         return lines + [held.why_empty[:1].upper() + held.why_empty[1:] + ".", ""]

@@ -29,15 +29,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar, Mapping
 
-from src.scorer.vocabulary import METRICX_METRIC, unit_score
+from src.scorer.backends import OWN_METRICS, unit_score
+from src.scorer.vocabulary import QE_METRIC, REFERENCE_METRIC
 
 # The roles a component can read a QE model's answer under (reward kwargs `models`):
 #   comet    a reference-based sentence model (COMET-DA), from reward.sentence_models/validation_models
 #   kiwi     a QE sentence model (CometKiwi), idem
-#   metricx  a MetricX-24 model (QE mode; reference mode with reward.metricx.reference), idem
+#   <own>    each backend's own metric (src.scorer.backends.OWN_METRICS; reference mode with
+#            reward.<own>.reference), idem
 #   span     the group's span_model (XCOMET): score, MQM, error spans, word tags
-# A sentence model's role is the metric src.scorer.vocabulary.metric_of gives its kind.
-MODEL_ROLES = ("comet", "kiwi", "metricx", "span")
+# A sentence model's role is the metric its kind gives (src.scorer.backends KINDS[kind].metric).
+MODEL_ROLES = (REFERENCE_METRIC, QE_METRIC, *OWN_METRICS, "span")
 # what the span model can be asked for (src/scorer/schema.py `want`)
 SPAN_OUTPUTS = ("score", "spans", "word_tags")
 
@@ -204,23 +206,27 @@ class OkRatio(RewardComponent):
         return (sum(1 for t in tagged if t == "OK") / len(tagged)) if tagged else None
 
 
-@register_component
-class MetricX(RewardComponent):
-    """MetricX-24 (google-research/metricx, metricx24/), QE mode by default. Logged as the model's raw
-    score: 0 (no error) to 25, LOWER IS BETTER (src/scorer/vocabulary.py SCALES). Weighted and
-    clipped as 1 - score/25 (vocabulary.unit_score): 0..1, higher is better, like the COMET family,
-    so reward.clip.metricx and the weights read as they do for kiwi. Linear on purpose: MetricX's
-    score is MQM-like (about 1 point per minor, 5 per major error), so each error costs the reward
-    the same whatever the rest of the translation scored."""
-    name = "metricx"
-    model = METRICX_METRIC
+class OwnMetricComponent(RewardComponent):
+    """A backend's own metric (its descriptor's OwnMetric), read under the role of its name; QE mode
+    unless reward.<name>.reference asks for the reference. Logged as the model's raw score, on its
+    own scale (an error score: 0 is no error, LOWER IS BETTER). Weighted and clipped as
+    src.scorer.backends.unit_score (1 - score/hi for a lower-is-better 0..hi): 0..1, higher is
+    better, like the COMET family, so reward.clip.<name> and the weights read as they do for kiwi.
+    Linear on purpose: an MQM-like score costs about as much per error (1 point a minor, 5 a major),
+    so each error costs the reward the same whatever the rest of the translation scored."""
     in_every_run = False
 
     def value(self, x: ComponentInput) -> float | None:
-        return _score(x.answers.get(METRICX_METRIC))
+        return _score(x.answers.get(self.model))
 
     def normalised(self, value: float) -> float:
-        return unit_score(METRICX_METRIC, value)
+        return unit_score(self.model, value)
+
+
+# one component per backend metric of its own, named as the metric (a group names a model for it)
+for _metric in OWN_METRICS:
+    register_component(type(f"{_metric}_component", (OwnMetricComponent,),
+                            {"name": _metric, "model": _metric, "__module__": __name__}))
 
 
 BUILTIN = known()

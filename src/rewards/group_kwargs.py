@@ -16,15 +16,16 @@ from typing import Any, Mapping
 from src.rewards import components, plugins
 from src.rewards.settings import RewardSettings, clips_of, weights_of
 from src.rewards.values import RewardConfigError
-from src.scorer.vocabulary import METRICX_METRIC, metric_of
+from src.scorer.backends import OWN_METRICS, model_metric
 
 
 def sentence_model_components(reward_cfg: Mapping[str, Any], scorer_models: Mapping[str, Any]) -> dict:
-    """Model role comet/kiwi/metricx -> scorer model name, from the group's sentence and validation
-    models, by the metric its kind gives (src.scorer.vocabulary.metric_of): a model that needs the
-    reference is COMET-DA-like (comet), one that does not is QE (kiwi), a MetricX one is metricx.
-    comet and kiwi are always keys (None: no such model); metricx only when the group names one, so
-    the reward kwargs (verl config, run id) of a group without MetricX stay as they were."""
+    """Model role -> scorer model name, from the group's sentence and validation models, by the metric
+    its kind gives (src.scorer.backends.model_metric): a model that needs the reference is
+    COMET-DA-like (comet), one that does not is QE (kiwi), one whose backend has a metric of its own
+    takes that role. comet and kiwi are always keys (None: no such model); a backend's own metric only
+    when the group names a model for it, so the reward kwargs (verl config, run id) of a group
+    without one stay as they were."""
     out: dict[str, str | None] = {"comet": None, "kiwi": None}
     names = list(dict.fromkeys(list(reward_cfg.get("sentence_models") or [])
                                + list(reward_cfg.get("validation_models") or [])))
@@ -33,7 +34,7 @@ def sentence_model_components(reward_cfg: Mapping[str, Any], scorer_models: Mapp
             raise RewardConfigError(f"reward {reward_cfg.get('name')} names scorer model {name!r}, which "
                                     f"conf/scorer does not define (known: {', '.join(sorted(scorer_models))})")
         spec = scorer_models[name]
-        comp = metric_of(bool(spec.get("needs_ref")), kind=spec.get("kind"))
+        comp = model_metric(spec.get("kind"), bool(spec.get("needs_ref")))
         if out.get(comp) is not None:
             raise RewardConfigError(f"reward {reward_cfg.get('name')}: two {comp} models ({out[comp]}, {name}); "
                                     f"keep one in reward.sentence_models/validation_models")
@@ -87,8 +88,9 @@ def reward_kwargs(reward_cfg: Mapping[str, Any], scorer_models: Mapping[str, Any
     }
     if specs:  # only then: the verl config (and run id) of a run without plugins stays as it was
         kw["plugins"] = specs
-    if METRICX_METRIC in names:  # idem: only a run with MetricX has its settings
-        kw["metricx"] = {"reference": (reward_cfg.get("metricx") or {}).get("reference", False)}
+    for metric in OWN_METRICS:  # idem: only a run with a backend's own metric has its settings
+        if metric in names:
+            kw[metric] = {"reference": (reward_cfg.get(metric) or {}).get("reference", False)}
     if reward_cfg.get("guards") is not None:
         # a guard that is not a group (reward.guards.X=false) goes through as is: read_guards refuses it in one line
         kw["guards"] = {name: ({k: (list(v) if k == "languages" else v) for k, v in dict(sub).items()}
@@ -119,7 +121,7 @@ def _no_training_weight_message(group: str | None, mode: str, span_only: Mapping
 
 def run_components(names: tuple[str, ...], models: Mapping[str, str | None], train: Mapping[str, float],
                    validation: Mapping[str, float]) -> tuple[str, ...]:
-    """The components of this run: every one `in_every_run`, and each other one (MetricX) when the
+    """The components of this run: every one `in_every_run`, and each other one (a backend's own metric) when the
     group names a model for its role (then it is logged at validation: a held-out metric when its
     training weight is 0) or weights it (a missing model is refused by RewardSettings then)."""
     def used(name: str) -> bool:

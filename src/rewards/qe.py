@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from src.rewards import components
 from src.rewards.client import get_client
 from src.rewards.settings import RewardSettings
-from src.scorer.vocabulary import METRICX_METRIC, QE_METRIC, REFERENCE_METRIC, SEVERITIES, SPAN_METRIC, \
-    request_item, severity_counts
+from src.scorer.backends import OWN_METRICS
+from src.scorer.vocabulary import QE_METRIC, REFERENCE_METRIC, SEVERITIES, SPAN_METRIC, request_item, severity_counts
 
-# sentence model roles, in the order they are asked; COMET-DA (role comet) needs the reference,
-# MetricX-24 reads it when reward.metricx.reference asks (else QE mode)
-SENTENCE_ROLES = (REFERENCE_METRIC, QE_METRIC, METRICX_METRIC)
+# sentence model roles, in the order they are asked; COMET-DA (role comet) needs the reference, a
+# backend's own metric reads it when reward.<metric>.reference asks (else QE mode)
+SENTENCE_ROLES = (REFERENCE_METRIC, QE_METRIC, *OWN_METRICS)
 ROLES_NEEDING_REFERENCE = (REFERENCE_METRIC,)
 # SEVERITIES: compute.py reads it from here
 __all__ = ["SEVERITIES", "QEResult", "assess", "plan_requests", "spans_json"]
@@ -68,7 +68,7 @@ async def assess(translation: str, source: str, reference: str, tgt_lang: str, s
     client = get_client(s.client)
     calls = []
     for role in sentence:
-        item = request_item(role, source, translation, ref=reference, metricx_reference=s.metricx.reference)
+        item = request_item(role, source, translation, ref=reference, own_reference=s.own_reference.get(role, False))
         calls.append(client.score(s.models[role], [item], ["score"]))
     if want is not None:
         item = request_item(SPAN_METRIC, source, translation, ref=reference, lang=tgt_lang,

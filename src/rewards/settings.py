@@ -9,13 +9,13 @@ Stdlib only: the reward workers import it.
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from src.rewards import components, plugins
 from src.rewards.guard_settings import GuardSettings, read_guards
 from src.rewards.values import RewardConfigError, number, number_range
-from src.scorer.vocabulary import METRICX_METRIC
+from src.scorer.backends import OWN_METRICS
 
 # The answer components are registered classes (src/rewards/components.py): built-in ones and the
 # user's, loaded from reward.plugins (src/rewards/plugins.py) before any weight is read.
@@ -57,12 +57,6 @@ class SpanSettings:
 
 
 @dataclass(frozen=True)
-class MetricXSettings:
-    # send the reference too (MetricX's reference mode) on rows that have one; false: QE mode
-    reference: bool
-
-
-@dataclass(frozen=True)
 class ClientSettings:
     timeout_s: float
     retries: int
@@ -90,8 +84,10 @@ class RewardSettings:
     plugins: tuple[str, ...] = ()
     # the guards against gaming the QE reward (all off for kwargs written before they existed)
     guards: GuardSettings | None = None
-    # MetricX-24 requests; in the kwargs only when the run has the metricx component (QE mode without)
-    metricx: MetricXSettings = MetricXSettings(reference=False)
+    # per backend metric of its own (src.scorer.backends.OWN_METRICS): send the reference too (the
+    # backend's reference mode) on rows that have one; kwargs `<metric>: {reference: ...}`, there only
+    # when the run has that component; False (QE mode) without
+    own_reference: Mapping[str, bool] = field(default_factory=dict)
 
     @property
     def span_at_validation(self) -> bool:
@@ -140,7 +136,7 @@ class RewardSettings:
                     max_connections=int(kw["client"]["max_connections"])),
                 plugins=specs,
                 guards=read_guards(kw.get("guards")),
-                metricx=_metricx(kw.get("metricx")),
+                own_reference={m: _own_reference(m, kw.get(m)) for m in OWN_METRICS},
             )
         except KeyError as exc:
             raise RewardConfigError(f"reward kwargs lack {exc.args[0]!r} (build them with "
@@ -204,9 +200,9 @@ def _missing_model_message(label: str, comp: str, role: str, weight: float, mode
     if role == "span":
         return (f"{key}.{comp}={weight} needs the span model: set reward.span_model (and reward.mode=train "
                 f"or eval; it is {mode})")
-    kind = {"comet": "a reference-based COMET-DA model (e.g. comet_da)",
-            METRICX_METRIC: "a MetricX-24 model (e.g. metricx24_xl)"}.get(role, "a QE model such as CometKiwi "
-                                                                                 "(e.g. cometkiwi_da)")
+    own = OWN_METRICS.get(role)
+    kind = "a reference-based COMET-DA model (e.g. comet_da)" if role == "comet" else \
+        f"a {own.label} model (e.g. {own.example_model})" if own else "a QE model such as CometKiwi (e.g. cometkiwi_da)"
     return f"{key}.{comp}={weight} needs {kind} in reward.sentence_models or reward.validation_models"
 
 
@@ -237,12 +233,13 @@ def clips_of(value: Any, names: tuple[str, ...]) -> dict[str, tuple[float, float
             for c in names}
 
 
-def _metricx(value: Mapping[str, Any] | None) -> MetricXSettings:
-    """reward kwargs `metricx` -> settings; absent (no metricx component in the run): QE mode."""
+def _own_reference(metric: str, value: Mapping[str, Any] | None) -> bool:
+    """reward kwargs `<metric>` of a backend's own metric -> whether it reads the reference; absent
+    (no such component in the run): QE mode."""
     given = dict(value or {"reference": False})
     if set(given) != {"reference"} or not isinstance(given["reference"], bool):
-        raise RewardConfigError(f"reward.metricx must be {{reference: true|false}}, got {given}")
-    return MetricXSettings(reference=given["reference"])
+        raise RewardConfigError(f"reward.{metric} must be {{reference: true|false}}, got {given}")
+    return given["reference"]
 
 
 def score_bounds(s: RewardSettings, validation: bool) -> tuple[float, float]:

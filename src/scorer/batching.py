@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from .metrics import Metrics
-from .backends import Runner
+from .backends.interface import Runner
 from .schema import Item, ItemOptions, Measure
 
 log = logging.getLogger("scorer")

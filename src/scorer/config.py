@@ -14,7 +14,7 @@ from typing import Any, Dict, Mapping, Optional
 
 import yaml
 
-from .vocabulary import metric_of
+from .backends import BACKENDS, KINDS, KindInfo
 
 HOST_DEFAULT = "127.0.0.1"
 DEVICES_RE = re.compile(r"^(cpu|cuda|cuda:\d+)$")
@@ -23,34 +23,8 @@ MODEL_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 HF_PREFIX = "hf:"
 
 
-@dataclass(frozen=True)
-class KindInfo:
-    class_identifier: str  # comet's hparams.yaml `class_identifier`; the model class otherwise
-    ref: str  # "required" | "optional" | "ignored"
-    word_level: bool  # has a tag head: spans, mqm and word tags are available
-    backend: str = "comet"  # the module of src/scorer/backends that serves it
-    empty_mt_score: float = 0.0  # the score of an empty MT unless the model's config says one: the worst
-    kind: str = ""  # its key in KINDS (filled in below)
-
-    @property
-    def metric(self) -> str:
-        """vocabulary.METRICS (comet | kiwi | xcomet | metricx): what the reward and the evaluation
-        read it as."""
-        return metric_of(self.ref == "required", self.word_level, kind=self.kind)
-
-
-# What each kind of checkpoint can do, known without loading it (the train env plans with it).
-_KINDS: Dict[str, KindInfo] = {
-    "comet-da": KindInfo("regression_metric", "required", False),  # wmt22-comet-da
-    "referenceless": KindInfo("referenceless_regression_metric", "ignored", False),
-    "cometkiwi": KindInfo("unified_metric", "ignored", False),  # wmt22/23-cometkiwi-da(-xl)
-    "unified": KindInfo("unified_metric", "optional", True),  # unified + word-level head
-    "xcomet": KindInfo("xcomet_metric", "optional", True),  # XCOMET-XL / XCOMET-XXL
-    # MetricX-24 hybrid (google/metricx-24-hybrid-*-v2p6): an error score in [0, 25], lower is better;
-    # QE mode without `ref`, reference mode with it (src/scorer/backends/metricx.py)
-    "metricx": KindInfo("MT5ForRegression", "optional", False, backend="metricx", empty_mt_score=25.0),
-}
-KINDS: Dict[str, KindInfo] = {kind: dataclasses.replace(info, kind=kind) for kind, info in _KINDS.items()}
+# ModelSpec keys some backend reads and others refuse (each descriptor's spec_keys)
+BACKEND_SPEC_KEYS = tuple(dict.fromkeys(key for d in BACKENDS.values() for key in d.spec_keys))
 
 
 class ConfigError(ValueError):
@@ -67,13 +41,13 @@ class ModelSpec:
     # checkpoint's `pretrained_model` (e.g. xlm-roberta-large) so nothing is fetched.
     encoder: Optional[str] = None
     # Score for empty / whitespace-only MT; the model is not run on it. None: the kind's worst score
-    # (KindInfo.empty_mt_score: 0.0 for comet kinds, 25.0 for metricx).
+    # (KindInfo.empty_mt_score in its backend's descriptor).
     empty_mt_score: Optional[float] = None
     # comet's set_decoding_threshold: a subword is an error when P(error) > threshold;
     # None keeps comet's argmax rule. Word-level kinds only.
     decoding_threshold: Optional[float] = None
-    # metricx only: local dir (or cached hub name) of the mT5 tokenizer (google/mt5-xl for every
-    # MetricX-24 size, as metricx24/predict.py --tokenizer); None: the model dir must hold one.
+    # Local dir (or cached hub name) of the tokenizer, for a backend whose descriptor reads it
+    # (Descriptor.spec_keys); None: the model dir must hold one.
     tokenizer: Optional[str] = None
 
     @property
@@ -158,12 +132,13 @@ def _model_from_dict(name: str, data: Any, where: str) -> ModelSpec:
     if kind not in KINDS:
         raise ConfigError(f"{where}.kind must be one of {', '.join(KINDS)}; got {kind!r}")
     backend = KINDS[kind].backend
-    for key, only in (("encoder", "comet"), ("tokenizer", "metricx")):
+    # a key one backend reads (its descriptor's spec_keys) is refused for another backend's kinds
+    for key in BACKEND_SPEC_KEYS:
         value = data.get(key)
         if value is not None and (not isinstance(value, str) or not value.strip()):
             raise ConfigError(f"{where}.{key} must be a non-empty string or null")
-        if value is not None and backend != only:
-            kinds = ", ".join(k for k, i in KINDS.items() if i.backend == only)
+        if value is not None and key not in BACKENDS[backend].spec_keys:
+            kinds = ", ".join(k for k, i in KINDS.items() if key in BACKENDS[i.backend].spec_keys)
             raise ConfigError(f"{where}.{key} only applies to kinds {kinds}, not {kind!r}")
     encoder, tokenizer = data.get("encoder"), data.get("tokenizer")
     empty = data.get("empty_mt_score")

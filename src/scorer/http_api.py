@@ -21,7 +21,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 from .batching import Batcher, BatchFailed, QueueFull, ShuttingDown
 from .config import ScorerConfig
 from .metrics import Metrics
-from .backends import Runner
+from .backends.interface import Runner
 from .schema import ModelInfo, RequestError, parse_score_request, results_for_empty_mt
 
 log = logging.getLogger("scorer")

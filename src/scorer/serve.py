@@ -24,7 +24,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Dict, Optional, Tuple
 
-from .backends import StartupError, backend_for
+from .backends import backend_for
+from .backends.interface import StartupError
 from .config import ConfigError, ScorerConfig, load_config
 
 TOKEN_ENV = "QE_SCORER_TOKEN"
@@ -47,7 +48,7 @@ def _fail(msg: str) -> int:
 
 def parse_args(argv) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m src.scorer.serve",
-                                description="QE scoring service (unbabel-comet and MetricX models over HTTP). "
+                                description="QE scoring service (the models of src/scorer/backends over HTTP). "
                                             f"The bearer token is read from ${TOKEN_ENV}.")
     p.add_argument("--config", required=True, help="scorer YAML config (see docs/scorer-api.md)")
     p.add_argument("--ready-file", help="written atomically once serving: {url, pid, models}")

@@ -9,7 +9,7 @@ trimmed install list that drops one fails here, not an hour into a node's setup.
   any GPU work (smoke attempt 1).
 - apache-tvm-ffi: xgrammar 0.2.3's first import (`from tvm_ffi import register_error`; attempt 2).
 - fugashi, unidic-lite: the scorer's span models warm up on a Japanese segment at start
-  (src/scorer/words.py warm_up); without them an XCOMET service refuses to start ("warm-up batch failed").
+  (src/scorer/backends/comet/words.py warm_up); without them an XCOMET service refuses to start ("warm-up batch failed").
 What a node CAN lack is in docs/environments.md (flashinfer: the plan turns vLLM's sampler off it)."""
 from pathlib import Path
 

@@ -278,3 +278,33 @@ def test_run_records_are_readable_as_the_umask_says(tmp_path):
     assert mode(snap) == 0o755 and {mode(p) for p in snap.iterdir()} == {0o644}
     assert mode(code) == 0o755
     assert mode(tmp_path / "ckpt" / identity.IDENTITY_FILE) == 0o644
+
+
+def test_a_qe_model_dir_without_its_backends_files_is_refused_before_launch(tmp_path):
+    """The pre-launch check reads the files a model dir holds from its backend's descriptor
+    (model_files): a dir that is not the model's own (a parent dir, a half download) is one line."""
+    from types import SimpleNamespace
+
+    from src.node import preflight
+    from src.plan.scorer import ScorerModelSpec
+
+    python = tmp_path / "python"
+    python.write_text("")
+    comet_dir, mx_dir = tmp_path / "kiwi", tmp_path / "mx"
+    (comet_dir / "checkpoints").mkdir(parents=True)
+    mx_dir.mkdir()
+
+    def check(*models):
+        preflight.check_scorer(SimpleNamespace(scorer=SimpleNamespace(python=str(python), models=models)))
+
+    kiwi = ScorerModelSpec("cometkiwi_da", str(comet_dir), "cometkiwi", None)
+    with pytest.raises(preflight.PreflightError, match=r"^QE model cometkiwi_da at .*kiwi lacks "
+                                                      r"checkpoints/model\.ckpt, hparams\.yaml, which a kind cometkiwi"):
+        check(kiwi)
+    (comet_dir / "checkpoints" / "model.ckpt").write_text("")
+    (comet_dir / "hparams.yaml").write_text("")
+    mx = ScorerModelSpec("metricx24_xl", str(mx_dir), "metricx", None)
+    with pytest.raises(preflight.PreflightError, match=r"lacks config\.json, which a kind metricx model dir holds"):
+        check(kiwi, mx)
+    (mx_dir / "config.json").write_text("{}")
+    check(kiwi, mx, ScorerModelSpec("cometkiwi_da", str(comet_dir / "checkpoints" / "model.ckpt"), "cometkiwi", None))

@@ -1,5 +1,5 @@
-"""The per-GPU memory plan (src/plan/memory.py) against measured peaks (src/plan/memory_measured.py, from
-benches/memory.py) and published figures, scorer placement, vLLM's derived share, and the refusal of
+"""The per-GPU memory plan (src/plan/memory.py) against measured peaks (src/plan/memory_measured.py and the scorer
+backends' own, from benches/memory.py) and published figures, scorer placement, vLLM's derived share, and the refusal of
 plans that cannot fit. GiB = 2^30 bytes throughout."""
 import itertools
 import json
@@ -7,8 +7,9 @@ import json
 import pytest
 
 from src.plan.memory_measured import (H100_80GB_TOTAL_GIB, POLICY_SHAPES, POLICY_STEP_PEAKS, POLICY_UPDATE_PEAKS,
-                                 ROLLOUT_PROFILE_PEAKS, SCORER_PEAKS, policy_fit_bytes, policy_transient_gib,
+                                 ROLLOUT_PROFILE_PEAKS, policy_fit_bytes, policy_transient_gib,
                                  policy_update_transient_bytes)
+from src.scorer.backends.comet.memory import SCORER_PEAKS
 from src.plan.memory import VLLM_OVERHEAD_GB, ScorerModel, scorer_need_gb
 from src.plan import PlanError, build_plan
 from tests.launcher.conftest import files_under, launch

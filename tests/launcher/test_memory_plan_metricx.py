@@ -1,13 +1,13 @@
 """The memory plan sizes a MetricX-24 scorer (the scorer's metricx backend) from its measured forward peaks
-(src/plan/memory_measured.py METRICX_PEAKS, benches/memory.py metricx), and a run with reward=metricx
+(src/scorer/backends/metricx/__init__.py METRICX_PEAKS, benches/memory.py metricx), and a run with reward=metricx
 reserves that on the scorer's GPU. GiB = 2^30 bytes."""
 import pytest
 import yaml
 
 from src.plan import build_plan
 from src.plan.memory import ScorerModel, scorer_need_gb
-from src.plan.memory_measured import (METRICX_BYTES_PER_HEAD_POSITION, METRICX_HEADS, METRICX_PEAKS, METRICX_SEQ_LEN,
-                                      SCORER_BYTES_PER_HIDDEN)
+from src.scorer.backends.comet.memory import SCORER_BYTES_PER_HIDDEN
+from src.scorer.backends.metricx import METRICX_BYTES_PER_HEAD_POSITION, METRICX_HEADS, METRICX_PEAKS, METRICX_SEQ_LEN
 from src.config import PROJECT_ROOT as REPO
 
 SCORER_MODELS = yaml.safe_load((REPO / "conf" / "scorer" / "default.yaml").read_text(encoding="utf-8"))["models"]

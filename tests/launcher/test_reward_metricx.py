@@ -8,7 +8,7 @@ import pytest
 
 from src import verl_config
 from src.plan import build_plan
-from src.plan.memory_measured import SCORER_WEIGHTS_EXTRA_GB
+from src.scorer.backends.comet.memory import SCORER_WEIGHTS_EXTRA_GB
 
 from .conftest import files_under, launch
 from .test_group_combinations import group_options

@@ -12,7 +12,7 @@ from src.rewards.combine import answer_score
 from src.rewards.components import ComponentInput
 from src.rewards.group_kwargs import reward_kwargs
 from src.rewards.settings import RewardConfigError, RewardSettings
-from src.scorer import vocabulary
+from src.scorer import backends, vocabulary
 from tests.rewards.conftest import _composed, kwargs_for
 
 METRICX = components.get_component("metricx")
@@ -33,7 +33,7 @@ def test_the_component_reads_the_metricx_answer_raw():
 @pytest.mark.parametrize("raw, reward", [(0.0, 1.0), (25.0, 0.0), (5.0, 0.8), (12.5, 0.5), (1.0, 0.96)])
 def test_the_transform_is_one_minus_score_over_25(raw, reward):
     assert METRICX.normalised(raw) == pytest.approx(reward)
-    assert vocabulary.unit_score("metricx", raw) == pytest.approx(reward)
+    assert backends.unit_score("metricx", raw) == pytest.approx(reward)
 
 
 def test_the_transform_keeps_order_reversed_and_the_range():
@@ -41,9 +41,9 @@ def test_the_transform_keeps_order_reversed_and_the_range():
     rewards = [METRICX.normalised(r) for r in raws]
     assert all(a > b for a, b in zip(rewards, rewards[1:]))  # lower score (better) -> higher reward
     assert min(rewards) == 0.0 and max(rewards) == 1.0
-    scale = vocabulary.scale_of("metricx")
+    scale = backends.scale_of("metricx")
     assert (scale.lo, scale.hi, scale.higher_is_better) == (0.0, 25.0, False)
-    assert vocabulary.scale_of("kiwi").higher_is_better and vocabulary.unit_score("kiwi", 0.7) == 0.7
+    assert backends.scale_of("kiwi").higher_is_better and backends.unit_score("kiwi", 0.7) == 0.7
 
 
 def settings(*overrides: str) -> RewardSettings:
@@ -74,9 +74,9 @@ def test_the_metricx_group_asks_metricx_in_qe_mode():
     assert kw["validation_weights"]["metricx"] == 0.0 and kw["metricx"] == {"reference": False}
     assert set(kw["train_weights"]) == set(kw["clip"]) == SIX | {"metricx"}
     assert vocabulary.request_item("metricx", "s", "m", ref="r") == {"src": "s", "mt": "m"}
-    assert vocabulary.request_item("metricx", "s", "m", ref="r", metricx_reference=True) == \
+    assert vocabulary.request_item("metricx", "s", "m", ref="r", own_reference=True) == \
         {"src": "s", "mt": "m", "ref": "r"}
-    assert vocabulary.request_item("metricx", "s", "m", ref=" ", metricx_reference=True) == {"src": "s", "mt": "m"}
+    assert vocabulary.request_item("metricx", "s", "m", ref=" ", own_reference=True) == {"src": "s", "mt": "m"}
 
 
 @pytest.mark.parametrize("reward", ["comet", "xcomet_xl", "word_qe"])
@@ -124,5 +124,5 @@ def test_refusals_are_one_line(overrides, message):
 def test_kwargs_of_a_run_are_read_back_by_a_worker_unchanged():
     kw = kwargs_for("metricx")
     s = RewardSettings.from_kwargs(kw)
-    assert list(s.train_weights) == list(kw["train_weights"]) and s.metricx.reference is False
+    assert list(s.train_weights) == list(kw["train_weights"]) and s.own_reference["metricx"] is False
     assert math.isclose(s.clip["metricx"][1], 1.0)

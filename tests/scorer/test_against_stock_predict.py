@@ -1,7 +1,7 @@
 """The service against STOCK unbabel-comet `predict()` (comet 2.2.7 as installed, decode unpatched).
 
 The oracle is comet itself on the same tiny checkpoints and inputs. Where the service differs on
-purpose (src/scorer/decode.py docstring), the difference is
+purpose (src/scorer/backends/comet/decode.py docstring), the difference is
 named here and asserted exactly:
   D1 a span still open at the last MT subword: stock drops it, the service keeps it;
   D2 `<s>` labelled as an error: stock starts the span at `<s>` (text "<s>...", start 0, severity
@@ -23,7 +23,7 @@ import re
 import pytest
 import torch
 
-from src.scorer.decode import FixedDecoder
+from src.scorer.backends.comet.decode import FixedDecoder
 
 from .conftest import comet_predict
 

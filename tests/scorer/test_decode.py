@@ -11,7 +11,7 @@ import pytest
 import torch
 from comet.models.multitask.unified_metric import UnifiedMetric
 
-from src.scorer.decode import (FixedDecoder, decode_sequence, install_fixed_decode,
+from src.scorer.backends.comet.decode import (FixedDecoder, decode_sequence, install_fixed_decode,
                                labels_from_probs, mqm_from_spans, trim_span)
 
 LABELS = {"O": 0, "minor": 1, "major": 2, "critical": 3}

@@ -13,8 +13,9 @@ import socket
 
 import pytest
 
-from src.scorer.backends import StartupError, backend_for
-from src.scorer.backends.metricx import MAX_INPUT_LENGTH, model_input
+from src.scorer.backends import backend_for
+from src.scorer.backends.interface import StartupError
+from src.scorer.backends.metricx.backend import MAX_INPUT_LENGTH, model_input
 from src.scorer.config import ModelSpec, ScorerConfig, dump_config
 from src.scorer.schema import Item, ItemOptions
 from src.tiny_models import metricx as tiny_metricx

@@ -531,14 +531,14 @@ def test_long_texts_hold_up_nobody(storm_service, quiet):
 
 def test_cut_long_texts_score_as_comet_predict_on_the_whole_texts(storm_service, comet_models,
                                                                   tiny_dir):
-    """The cut (src/scorer/runner.py ModelRunner._cut) changes nothing comet computes: long mt,
+    """The cut (src/scorer/backends/comet/runner.py ModelRunner._cut) changes nothing comet computes: long mt,
     src and ref (thousands of tokens) score as stock comet.predict scores the uncut texts, word
     tags still cover the whole MT; and the texts are really cut."""
     import copy
 
     from src.scorer.config import ModelSpec
-    from src.scorer.decode import install_fixed_decode
-    from src.scorer.runner import ModelRunner
+    from src.scorer.backends.comet.decode import install_fixed_decode
+    from src.scorer.backends.comet.runner import ModelRunner
     from src.scorer.schema import Item
 
     from .conftest import comet_predict

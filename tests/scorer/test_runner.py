@@ -9,11 +9,12 @@ import torch
 import yaml
 
 from src.scorer.config import ModelSpec
-from src.scorer.decode import install_fixed_decode
-from src.scorer.loading import StartupError, load_comet_model, resolve_checkpoint
-from src.scorer.runner import ModelRunner
+from src.scorer.backends.comet.decode import install_fixed_decode
+from src.scorer.backends.comet.loading import load_comet_model, resolve_checkpoint
+from src.scorer.backends.interface import StartupError
+from src.scorer.backends.comet.runner import ModelRunner
 from src.scorer.schema import Item, ItemOptions
-from src.scorer import words
+from src.scorer.backends.comet import words
 
 from .conftest import ckpt, comet_predict
 

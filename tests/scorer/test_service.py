@@ -10,7 +10,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from src.scorer.decode import install_fixed_decode
+from src.scorer.backends.comet.decode import install_fixed_decode
 
 from .conftest import TOKEN, comet_predict
 

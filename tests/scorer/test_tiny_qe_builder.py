@@ -53,7 +53,7 @@ def test_each_kind_loads_through_the_scorer_with_the_presets_encoder_and_scores(
     import torch
 
     from src.scorer.config import ModelSpec
-    from src.scorer.loading import load_comet_model
+    from src.scorer.backends.comet.loading import load_comet_model
 
     model_dir, encoder, kind = SMOKE_TINY[name]
     spec = ModelSpec(path=str(qe.checkpoint(built, model_dir)), kind=kind, encoder=str(built / "encoders" / encoder))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from src.scorer import words
+from src.scorer.backends.comet import words
 
 
 def seg(text, lang=None):

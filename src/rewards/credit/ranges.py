@@ -9,7 +9,7 @@ Rules (the hand-labelled table in tests/rewards/test_token_credit_mapping.py che
 - offsets are clamped to the translation; a span that ends up empty or lies outside is dropped
   (a truncated MT, or a span the service reported past the end);
 - whitespace at either end of a span is trimmed: stock comet 2.2.7 spans start with the space of
-  their '▁word' piece (src/scorer/decode.py trim_span does the same on the service; old snapshots
+  their '▁word' piece (src/scorer/backends/comet/decode.py trim_span does the same on the service; old snapshots
   and other span models may not), and a space alone carries no error;
 - severity weight / heaviest weight * `scale` is the penalty of every token the range touches, so
   with the default MQM weights (minor 1, major 5, critical 10) and scale = the training reward's

@@ -1,103 +1,85 @@
-"""QE model backends: the interface the service drives, and which backend serves each `kind:`.
+"""QE model backends, one package each, and the registry of what they declare (their descriptors).
 
-A backend is one module of this package, named by `KindInfo.backend` of its kinds in config.KINDS
-(the stdlib table the train env plans with). The module provides two functions:
-
-    resolve(name, spec) -> files       where the model's files are; StartupError (one line) when they
-                                       are not there. Runs before torch is imported, so a wrong path
-                                       fails in well under a second.
-    load(name, spec, files, device, dtype) -> Runner
-                                       the model on its device, ready to score (warm-up is the
-                                       service's: Runner.warm_up).
-
-and a Runner is what the batcher and the HTTP layer call, on any thread (BaseRunner below):
-
-    info                               ModelInfo: what a request may ask of this model
-    accepts_ref                        whether an item's `ref` is used (the batcher's lanes)
-    measure(items, off_loop)           per item: padded-token cost, truncated?, where a long text may be
-                                       cut; cheap, on the event loop (off_loop: the measuring thread)
-    prepare(items, options, measures)  tokenise + pad one batch on the CPU -> PreparedBatch
-    forward(prepared)                  the model's forward pass on its device -> raw outputs
-    decode(prepared, raw)              raw outputs -> one result dict per item ({score, truncated, ...})
-    compute(prepared)                  forward + decode (BaseRunner)
-    run(items, options, measures)      prepare + compute (BaseRunner)
-    warm_up()                          one batch through every step, so the first request is not slow
-
-The memory figure of a backend (weights and activation bytes per padded token) is measured, not
-computed here: benches/memory.py measures each backend's model class on the real shapes and
-src/plan/memory_measured.py holds the rows the plan sizes the service by (the train env cannot
-import torch, and the plan may not import the scorer).
-
-This module imports no torch (stdlib, and PyYAML through config.py): a backend module is imported when
-a model of its kinds is resolved, and imports torch only to load it.
+A backend is a package of this one whose __init__.py builds DESCRIPTOR (descriptor.py): its kinds,
+its own metric and scale if it has one, the model keys it reads, the plan's memory formula, and the
+module (Descriptor.entry) with its resolve/load (interface.py). The registry below imports every
+package here at import time, so a new backend is its package plus its models in conf/scorer
+(docs/scorer-api.md). Stdlib only: a package's __init__.py must not import torch or its model
+library (the train env reads descriptors); its entry module imports them when a model is loaded.
 """
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
-from typing import Any, Dict, List, Protocol, Sequence
+import pkgutil
+from types import ModuleType
+from typing import Dict, Tuple
 
-from src.scorer.config import KINDS, ModelSpec
-from src.scorer.schema import Item, ItemOptions, Measure, ModelInfo
-
-
-class StartupError(RuntimeError):
-    """Why the service cannot start, in one line."""
+from src.scorer.backends.descriptor import Descriptor, KindInfo, OwnMetric
+from src.scorer.vocabulary import COMET_SCALE, QE_METRIC, REFERENCE_METRIC, SPAN_METRIC, Scale, metric_of
 
 
-@dataclass
-class PreparedBatch:
-    """A batch after `prepare`: the items and the backend's collated CPU tensors."""
-    items: Sequence[Item]
-    options: Sequence[ItemOptions]
-    measures: Sequence[Measure]
-    cpu_batch: object
+def _descriptors() -> Dict[str, Descriptor]:
+    found = {}
+    for module in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if module.ispkg:
+            descriptor = importlib.import_module(f"{__name__}.{module.name}").DESCRIPTOR
+            if descriptor.name != module.name:
+                raise ImportError(f"src/scorer/backends/{module.name}: DESCRIPTOR.name is {descriptor.name!r}; "
+                                  f"name it after its package")
+            found[module.name] = descriptor
+    return found
 
 
-class Runner(Protocol):
-    accepts_ref: bool
-
-    @property
-    def info(self) -> ModelInfo: ...
-
-    def measure(self, items: Sequence[Item], off_loop: bool = False) -> List[Measure]: ...
-
-    def prepare(self, items: Sequence[Item], options: Sequence[ItemOptions],
-                measures: Sequence[Measure]) -> PreparedBatch: ...
-
-    def forward(self, prepared: PreparedBatch) -> Any: ...
-
-    def decode(self, prepared: PreparedBatch, raw: Any) -> List[Dict]: ...
-
-    def compute(self, prepared: PreparedBatch) -> List[Dict]: ...
-
-    def run(self, items: Sequence[Item], options: Sequence[ItemOptions],
-            measures: Sequence[Measure]) -> List[Dict]: ...
-
-    def warm_up(self) -> None: ...
+BACKENDS: Dict[str, Descriptor] = _descriptors()
 
 
-class Backend(Protocol):
-    """What a backend module provides (module-level functions)."""
-
-    def resolve(self, name: str, spec: ModelSpec) -> Any: ...
-
-    def load(self, name: str, spec: ModelSpec, files: Any, device: str, dtype: str) -> Runner: ...
-
-
-class BaseRunner:
-    """compute = forward + decode, run = prepare + compute: the order every backend keeps."""
-
-    def compute(self, prepared: PreparedBatch) -> List[Dict]:
-        """Safe to call from several threads at once (CPU): the model's weights are only read."""
-        return self.decode(prepared, self.forward(prepared))
-
-    def run(self, items: Sequence[Item], options: Sequence[ItemOptions],
-            measures: Sequence[Measure]) -> List[Dict]:
-        """Scores one batch: `prepare` then `compute`."""
-        return self.compute(self.prepare(items, options, measures))
+def _kinds() -> Dict[str, KindInfo]:
+    kinds: Dict[str, KindInfo] = {}
+    for d in BACKENDS.values():
+        for kind, info in d.kinds.items():
+            if kind in kinds:
+                raise ImportError(f"kind {kind!r} is declared by backends {kinds[kind].backend} and {d.name}")
+            kinds[kind] = KindInfo(info.class_identifier, info.ref, info.word_level, info.empty_mt_score,
+                                   kind=kind, backend=d.name, own_metric=d.metric.name if d.metric else None)
+    return kinds
 
 
-def backend_for(kind: str) -> Backend:
-    """The module serving `kind` (config.KINDS[kind].backend), imported now."""
-    return importlib.import_module(f"{__name__}.{KINDS[kind].backend}")
+# What each kind of checkpoint can do, known without loading it (conf/scorer `kind:`; the train env plans with it)
+KINDS: Dict[str, KindInfo] = _kinds()
+# metric name -> the backend metric of that name (a metric of its own, on its own scale)
+OWN_METRICS: Dict[str, OwnMetric] = {d.metric.name: d.metric for d in BACKENDS.values() if d.metric}
+# The QE metrics a model can give, named as reward roles and evaluation metrics both use them: the
+# comet family's three (vocabulary.py), then each backend's own
+METRICS: Tuple[str, ...] = (REFERENCE_METRIC, QE_METRIC, SPAN_METRIC, *OWN_METRICS)
+# the metrics on a scale of their own; every other one is on COMET_SCALE
+SCALES: Dict[str, Scale] = {name: m.scale for name, m in OWN_METRICS.items()}
+
+
+def scale_of(metric: str) -> Scale:
+    return SCALES.get(metric, COMET_SCALE)
+
+
+def unit_score(metric: str, value: float) -> float:
+    """`value` of `metric` on 0..1 where 1 is best: as it is for a higher-is-better metric on 0..1,
+    (hi - value) / (hi - lo) for a lower-is-better one (an error score on 0..25: 1 - score/25)."""
+    lo, hi, higher = scale_of(metric)
+    return (value - lo) / (hi - lo) if higher else (hi - value) / (hi - lo)
+
+
+def metric_label(metric: str) -> str:
+    """A metric as a table or plot names it: a backend's own by its label and scale, others as they are."""
+    own = OWN_METRICS.get(metric)
+    return f"{own.label} ({own.scale.describe()})" if own else metric
+
+
+def model_metric(kind: str | None, needs_ref: bool) -> str:
+    """The metric of a conf/scorer model read without the scorer (its `kind` and `needs_ref`): the
+    backend's own when its kind has one, else by whether it needs the reference."""
+    own = KINDS[kind].own_metric if kind in KINDS else None
+    return own or metric_of(needs_ref)
+
+
+def backend_for(kind: str) -> ModuleType:
+    """The entry module serving `kind` (its descriptor's `entry`: resolve and load), imported now."""
+    d = BACKENDS[KINDS[kind].backend]
+    return importlib.import_module(f"{__name__}.{d.name}.{d.entry}")

@@ -1,5 +1,4 @@
-"""The comet backend's loading (src/scorer/backends/comet.py): finding and loading comet checkpoints,
-offline, with one-line errors; `local_model_dir` (an "hf:" path from the local cache) serves every backend.
+"""The comet backend's loading: finding and loading comet checkpoints, offline, with one-line errors.
 
 `resolve_checkpoint` is stdlib-only (plus huggingface_hub for "hf:" paths) so a missing model
 is reported before the ~10 s comet/torch import. The caller must have set HF_HUB_OFFLINE=1
@@ -12,30 +11,10 @@ import os
 from pathlib import Path
 import yaml
 
-from .backends import StartupError  # noqa: F401  (serve.py and the tests take it from here too)
-from .config import HF_PREFIX, KINDS, ModelSpec
-
-
-def _hf_cache_hint() -> str:
-    return os.environ.get("HF_HUB_CACHE") or os.environ.get("HF_HOME") or "~/.cache/huggingface"
-
-
-def local_model_dir(name: str, spec: ModelSpec) -> Path:
-    """models.<name>.path as a local path: "hf:Org/Name" from the local Hugging Face cache only
-    (StartupError when it is not there), anything else as written. Every backend resolves with it."""
-    raw = spec.path
-    if not raw.startswith(HF_PREFIX):
-        return Path(raw).expanduser()
-    repo = raw[len(HF_PREFIX):]
-    try:
-        from huggingface_hub import snapshot_download
-
-        return Path(snapshot_download(repo_id=repo, local_files_only=True))
-    except Exception:
-        raise StartupError(
-            f"model {name!r}: {repo} is not in the local Hugging Face cache "
-            f"({_hf_cache_hint()}); download it beforehand or point models.{name}.path "
-            f"at a local directory") from None
+from src.scorer.backends import KINDS
+from src.scorer.backends.files import hf_cache_hint, local_model_dir
+from src.scorer.backends.interface import StartupError
+from src.scorer.config import HF_PREFIX, ModelSpec
 
 
 def resolve_checkpoint(name: str, spec: ModelSpec) -> Path:
@@ -85,7 +64,7 @@ def _check_encoder(name: str, encoder: str, source: str) -> str:
     if not isinstance(try_to_load_from_cache(encoder, "config.json"), str):
         raise StartupError(
             f"model {name!r}: encoder {encoder!r} ({source}) is not in the local Hugging Face "
-            f"cache ({_hf_cache_hint()}); set models.{name}.encoder to a local directory "
+            f"cache ({hf_cache_hint()}); set models.{name}.encoder to a local directory "
             f"with its config.json and tokenizer files")
     return encoder
 

@@ -22,7 +22,7 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import torch
 
-from .vocabulary import SEVERITIES
+from src.scorer.vocabulary import SEVERITIES
 
 MQM_WEIGHTS = dict(zip(SEVERITIES, (1, 5, 10)))  # XCOMET's MQM weight per severity (mqm_from_spans)
 MQM_CAP = 25

@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from src.scorer.backends import BaseRunner, PreparedBatch, StartupError
+from src.scorer.backends.files import local_model_dir
+from src.scorer.backends.interface import BaseRunner, PreparedBatch, StartupError
 from src.scorer.config import ModelSpec
-from src.scorer.loading import local_model_dir
 from src.scorer.schema import Item, ItemOptions, Measure, ModelInfo
 
 # metricx24/predict.py --max_input_length for MetricX-24 (README), EOS included before its removal

@@ -1,4 +1,4 @@
-"""The comet backend's runner (src/scorer/backends/comet.py): one loaded comet model and its persistent
+"""The comet backend's runner (backend.py loads it): one loaded comet model and its persistent
 inference loop.
 
 Instead of comet's `model.predict()` (a new Lightning Trainer + DataLoader per call, the model
@@ -25,11 +25,11 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 
-from . import words
-from .backends import BaseRunner, PreparedBatch
-from .config import ModelSpec
-from .decode import FixedDecoder, install_fixed_decode, structural_ids, trim_span
-from .schema import Item, ItemOptions, Measure, ModelInfo
+from src.scorer.backends.comet import words
+from src.scorer.backends.comet.decode import FixedDecoder, install_fixed_decode, structural_ids, trim_span
+from src.scorer.backends.interface import BaseRunner, PreparedBatch
+from src.scorer.config import ModelSpec
+from src.scorer.schema import Item, ItemOptions, Measure, ModelInfo
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 # Tokens a cut text keeps beyond what the encoder sees (ModelRunner._cut): slack only
