@@ -14,7 +14,7 @@ import pytest
 
 from src.data.parquet_io import write_parquet_atomic
 from src.data.rows import Example, make_row
-from tests.rewards.conftest import SCORER_PYTHON, TINY_MODELS, TOKEN, scorer_service, tiny_comet_dir  # noqa: F401
+from tests.helpers.scorer_service import SCORER_PYTHON, TINY_MODELS, TOKEN
 
 # (src, ref, src_lang, tgt_lang, template, response): well-formed, broken but with a <translate>
 # part, no tag at all, empty answer; both directions and both response formats

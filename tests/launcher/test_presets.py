@@ -19,8 +19,8 @@ from src import verl_config
 from src.config import CONF_DIR
 from src.plan import PlanError, build_plan
 
-from .test_group_combinations import GPUS, MANAGER_ALGOS, group_options
-from .test_verl_oracle import verl_accepts
+from tests.helpers.config_groups import GPUS, MANAGER_ALGOS, group_options
+from tests.helpers.verl_oracle import verl_accepts
 
 PRESETS = sorted(p.stem for p in Path(CONF_DIR, "experiment").glob("*.yaml"))
 MODELS, REWARDS = (group_options(g) for g in ("model", "reward"))

@@ -16,7 +16,7 @@ from src.config import CONF_DIR
 from src.pipeline import precheck
 from src.plan import build_plan
 from tests.launcher.conftest import files_under, launch
-from tests.launcher.test_plan import with_
+from tests.helpers.config_changes import with_
 
 
 @pytest.fixture(scope="module")

@@ -70,12 +70,12 @@ def rgb(hex_colour: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def hostile_report(tmp_path_factory, report_tokenizer):
+def hostile_report(tmp_path_factory, tokenizer):
     """The report of a run (with held-out metrics: COMET-DA, and MetricX-24 on its own axis) whose
     validation generations are hostile."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(rb, "VAL_SAMPLES", HOSTILE_SAMPLES)
-        run = rb.build_run(tmp_path_factory.mktemp("runs") / "hostile-run", report_tokenizer, held_out=True,
+        run = rb.build_run(tmp_path_factory.mktemp("runs") / "hostile-run", tokenizer, held_out=True,
                            metricx=True)
     return build_report(run)
 

@@ -12,7 +12,8 @@ import pytest
 
 from src.scorer.decode import install_fixed_decode
 
-from .conftest import TOKEN, comet_predict
+from tests.helpers.scorer_service import TOKEN
+from .conftest import comet_predict
 
 
 @pytest.fixture(scope="module")

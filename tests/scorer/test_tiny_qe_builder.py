@@ -15,7 +15,7 @@ import yaml
 
 from src.tiny_models import atomic, qe
 
-from .conftest import REPO
+from tests.helpers.scorer_service import REPO
 
 # conf/experiment/smoke_tiny.yaml: scorer model name -> (tiny model dir, encoder dir, scorer kind)
 SMOKE_TINY = {"cometkiwi_da": ("cometkiwi", "xlmr", "cometkiwi"), "comet_da": ("comet-da", "xlmr", "comet-da"),
