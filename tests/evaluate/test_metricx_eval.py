@@ -62,7 +62,8 @@ def test_qe_mode_as_the_reward_asks_it(testset, tmp_path, service):
     segs = _segments(out)
     want = service.results(METRICX_MODEL, [{"src": s["src"], "mt": s["translation"]} for s in segs])
     assert [s["metricx"] for s in segs] == pytest.approx([w["score"] for w in want], abs=1e-4)
-    with_ref = service.results(METRICX_MODEL, [{"src": s["src"], "mt": s["translation"], "ref": s["ref"]} for s in segs])
+    with_ref = service.results(METRICX_MODEL,
+                               [{"src": s["src"], "mt": s["translation"], "ref": s["ref"]} for s in segs])
     assert [s["metricx"] for s in segs] != pytest.approx([w["score"] for w in with_ref], abs=1e-4)
     assert (out / "scores.md").read_text(encoding="utf-8").splitlines()[0].endswith(f"| {HEADER} |")
 

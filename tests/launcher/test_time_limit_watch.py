@@ -120,8 +120,8 @@ def test_without_a_signal_nothing_changes(tmp_path, previous_handler):
 
 # verl's trainer side, driven per step as PPOTrainer.fit drives it: verl's PPOTrainerSync with the
 # TimeLimitSave hook (src/trainer/entry.py), built partially as in tests/launcher/test_train_entry.py
-# (the GPU worker group and the weight sync stand in: tests/helpers/verl_trainer_stand_ins.py), on the run's own verl config, reading the real
-# flag file in the checkpoint dir. verl's fit leaves its loop once global_steps passes
+# (the GPU worker group and the weight sync stand in: tests/helpers/verl_trainer_stand_ins.py), on the
+# run's own verl config, reading the real flag file in the checkpoint dir. verl's fit leaves its loop once global_steps passes
 # total_training_steps, which the hook lowers on a time-limit request.
 RESUMING_TRAINER = """
 import json, os, sys

@@ -1,15 +1,7 @@
-"""verl's own code as the oracle for the batch sizes the plan derives (not src/plan/verl_rules.py):
-its tests. The oracle, tests/helpers/verl_oracle.py `verl_accepts(verl_cfg)`, runs, on a generated verl config, what verl 0.9.1 runs on it before and
-inside its workers, calling verl's functions wherever they exist:
-  - verl/utils/config.py validate_config (what main_ppo calls at start-up);
-  - the worker-side config classes built the way the workers build them
-    (verl.utils.config.omega_conf_to_dataclass -> __post_init__), and ActorConfig.validate;
-  - the V1 trainer's normalisation of the mini batch by rollout.n and the TrainingWorker's split by
-    data-parallel size, then verl's own tensordict_utils.make_iterator (mini batches per rank) and
-    workers/engine/utils.py prepare_micro_batches (micro batches per GPU) on batches of exactly the
-    sizes each rank receives.
-Logic that is inline in a worker's method is re-stated minimally, with file:function cited.
-"""
+"""verl's own code as the oracle for the batch sizes the plan derives (not src/plan/verl_rules.py): the
+oracle's tests. The oracle, tests/helpers/verl_oracle.py `verl_accepts(verl_cfg)`, runs on a generated verl
+config what verl 0.9.1 runs on it before and inside its workers, calling verl's functions wherever they
+exist (that module's docstring lists them)."""
 from __future__ import annotations
 
 import pytest
