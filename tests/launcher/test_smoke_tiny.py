@@ -25,10 +25,9 @@ import yaml
 from src.config import compose_config
 from src.pipeline import tiny_build
 from src.plan import build_plan
+from tests.helpers.env import LEAKY_ENV
 
 REPO = Path(__file__).resolve().parents[2]
-# user-level locations a fresh clone must not depend on
-LEAKY_ENV = ("QE_RL_MODELS", "QE_RL_DATA", "QE_RL_RESULTS", "HF_HOME", "HF_HUB_CACHE", "CUDA_VISIBLE_DEVICES")
 
 
 def _fresh_clone(dst: Path) -> Path:
