@@ -12,9 +12,8 @@ import pytest
 
 from src.data.prepare import main
 from src.data.readers import InputError, Pair, read_pairs
+from tests.helpers.limited_dirs import full_dir, read_only_dir
 from tests.helpers.refusals import assert_one_line_refusal
-
-from .limited_dirs import full_dir, read_only_dir
 
 
 def _prepare(tokenizer_dir, out: Path, *extra) -> int:

@@ -13,7 +13,8 @@ from src.evaluate.qe_metrics import QEInput, score_segments
 from src.evaluate.scorer_service import plan_for, started_service
 from src.evaluate.testset import read_testset
 from src.plan import ScorerModelSpec, ScorerPlan
-from tests.evaluate.conftest import SCORER_PYTHON, TINY_MODELS, same_spans
+from tests.evaluate.conftest import same_spans
+from tests.helpers.scorer_service import SCORER_PYTHON, TINY_MODELS
 
 
 def test_plain_template_is_the_one_verl_gets():

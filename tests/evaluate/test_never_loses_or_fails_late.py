@@ -16,9 +16,10 @@ from src.evaluate.cli import main
 from src.evaluate.options import UsageError, parse_options
 from src.evaluate.outputs import print_table
 from src.evaluate.scorer_service import plan_for
-from tests.data.limited_dirs import full_dir, read_only_dir
-from tests.evaluate.conftest import CASES, SCORER_PYTHON
+from tests.evaluate.conftest import CASES
+from tests.helpers.limited_dirs import full_dir, read_only_dir
 from tests.helpers.refusals import assert_one_line_refusal
+from tests.helpers.scorer_service import SCORER_PYTHON
 
 EXPECTED = ["scores.csv", "scores.md", "segments.jsonl", "summary.json"]
 

@@ -25,10 +25,6 @@ def stand_in(*args: str) -> str:
     return " ".join([sys.executable, str(STAND_IN), *args])
 
 
-def files_under(root: Path) -> list[Path]:
-    return sorted(p for p in root.rglob("*") if p.is_file()) if root.exists() else []
-
-
 class Sweep:
     """One sweep of a test: its dirs, the command, and what Slurm and the launcher say about it."""
 

@@ -13,7 +13,6 @@ from src import verl_config
 from src.config.dotted import flatten
 from src.config.presets import preset_values
 from src.plan import PlanError, build_plan, with_trains
-
 from tests.helpers.config_groups import group_options
 from tests.helpers.verl_oracle import verl_accepts
 

@@ -23,7 +23,7 @@ from src.config import CODE_ROOT
 from src.data.parquet_io import write_parquet_atomic
 from src.data.rows import Example, make_row
 from src.verl_config import VERL_KEYS, checks, user_keys
-from tests.launcher.conftest import files_under, launch
+from tests.helpers.launches import files_under, launch
 from tests.helpers.refusals import assert_one_line_refusal
 
 EX = Example(src="这只猫坐在垫子上。", tgt="The cat sat on the mat.", src_lang="zh", tgt_lang="en")

@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from src.config import compose_config
-from tests.launcher.conftest import files_under, launch
+from tests.helpers.launches import files_under, launch
 
 SECRETS = {"WANDB_API_KEY": "wandb-secret-0123456789", "HF_TOKEN": "hf_secret_token_abcdef",
            "QE_SCORER_TOKEN": "scorer-secret-xyz987", "DB_PASSWORD": "hunter2-password"}

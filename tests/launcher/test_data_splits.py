@@ -12,7 +12,7 @@ import pytest
 from src.data.parquet_io import write_parquet_atomic
 from src.data.rows import Example, make_row
 from src.node.preflight import PreflightError, splits_in, check_data_splits
-from tests.launcher.conftest import files_under, launch
+from tests.helpers.launches import files_under, launch
 
 EX = Example(src="这只猫坐在垫子上。", tgt="The cat sat on the mat.", src_lang="zh", tgt_lang="en")
 VALIDATION = ("val", "test")

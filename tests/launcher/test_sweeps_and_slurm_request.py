@@ -15,8 +15,8 @@ from src.slurm import request as slurm_request
 from src.config import CONF_DIR
 from src.pipeline import precheck
 from src.plan import build_plan
-from tests.launcher.conftest import files_under, launch
 from tests.helpers.config_changes import with_
+from tests.helpers.launches import files_under, launch
 
 
 @pytest.fixture(scope="module")

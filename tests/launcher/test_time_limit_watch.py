@@ -158,7 +158,7 @@ def test_a_local_resume_of_a_dir_with_an_earlier_slurm_attempts_request_trains_t
     trains steps 3..6 and does not stop after step 3 as the earlier attempt's request asked."""
     from src.data.parquet_io import write_parquet_atomic
     from src.data.rows import Example, make_row
-    from tests.launcher.conftest import launch
+    from tests.helpers.launches import launch
 
     (tmp_path / "models" / "Qwen2.5-0.5B-Instruct").mkdir(parents=True)
     for split in ("train", "val"):

@@ -5,10 +5,11 @@ exist (that module's docstring lists them)."""
 from __future__ import annotations
 
 import pytest
+from omegaconf import OmegaConf
 
 from src import verl_config
 from src.plan import build_plan
-from tests.helpers.verl_oracle import rank_split, verl_accepts
+from tests.helpers.verl_oracle import verl_accepts
 
 
 def plan_and_build(compose, tmp_path, overrides):

@@ -29,9 +29,9 @@ import time
 
 import pytest
 
+from tests.helpers.reward_config import extra_info
 from tests.helpers.reward_example import RESPONSE, SRC, clip01, xcomet_of
 from tests.helpers.verl_reward_harness import sample
-from tests.helpers.reward_config import extra_info
 
 START_S = 300  # the actor's start: verl and torch imported on a loaded 2-core machine
 

@@ -8,7 +8,7 @@ import stat
 import pytest
 
 from src.report.cli import main
-from tests.data.limited_dirs import full_dir, read_only_dir
+from tests.helpers.limited_dirs import full_dir, read_only_dir
 from tests.helpers.refusals import assert_one_line_refusal
 
 OUTPUTS = sorted(["rewards.png", "step_time.png", "throughput.png", "gpu_wait.png", "held_out.png", "val_samples.html",

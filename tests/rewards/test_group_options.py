@@ -103,7 +103,7 @@ def test_an_all_zero_training_reward_is_refused_in_every_mode(overrides, why):
 
 
 def test_an_all_zero_training_reward_is_one_line_at_launch(tmp_path):
-    from tests.launcher.conftest import launch
+    from tests.helpers.launches import launch
 
     out = launch(["reward=comet", "reward.weights.bleu=0", "reward.weights.kiwi=0", "dry_run=true",
                   f"paths.output_dir={tmp_path}/out", f"paths.results_root={tmp_path}/r"])
@@ -140,7 +140,7 @@ def test_settings_refuse_what_cannot_work():
 
 
 def test_a_bad_reward_setting_is_one_line_at_launch(tmp_path):
-    from tests.launcher.conftest import launch
+    from tests.helpers.launches import launch
 
     out = launch(["reward=comet", "reward.weights.comet=1", "dry_run=true", f"paths.output_dir={tmp_path}",
                   f"paths.results_root={tmp_path}/r"])

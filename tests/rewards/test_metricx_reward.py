@@ -6,11 +6,13 @@ against what the service itself answers for the same item: the raw MetricX score
 better) is logged, 1 - score/25 is what the reward adds."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.helpers.reward_config import extra_info, kwargs_for
 from tests.helpers.reward_example import MT, REF, RESPONSE, SRC, bleu, check_common, clip01
-from tests.helpers.scorer_service import METRICX_MODEL
+from tests.helpers.scorer_service import METRICX_MODEL, TOKEN
 from tests.helpers.verl_reward_harness import manager, run, sample
 
 

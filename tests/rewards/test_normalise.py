@@ -309,7 +309,7 @@ def test_a_verl_override_that_undoes_it_is_refused(tmp_path):
 
 
 def test_cli_refuses_in_one_line_exit_2_before_anything_is_written(tmp_path):
-    from tests.launcher.conftest import launch
+    from tests.helpers.launches import launch
 
     root = tmp_path / "refused"
     paths = [f"paths.output_dir={root}/outputs", f"paths.results_root={root}/results",

@@ -30,7 +30,6 @@ from src.node.training import TrainingStop
 from src.node.scorer_service import ScorerProcess
 from tests.helpers.reward_config import extra_info
 from tests.helpers.scorer_service import NETGUARD, REPO, SCORER_PYTHON
-from tests.helpers.reward_example import DATA_SOURCE
 from tests.helpers.verl_reward_harness import manager, sample
 
 SOURCES = ["这只猫坐在垫子上。", "今天天气很好。", "我们明天去北京。", "他在看书。",

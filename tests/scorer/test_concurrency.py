@@ -8,6 +8,7 @@ import random
 import aiohttp
 
 from tests.helpers.scorer_service import TOKEN
+
 from .conftest import comet_predict
 
 CLIENTS = 8

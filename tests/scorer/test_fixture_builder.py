@@ -10,7 +10,6 @@ import time
 import pytest
 
 from tests.fixtures import build_tiny_comet as builder
-
 from tests.helpers.scorer_service import REPO
 
 

@@ -18,7 +18,6 @@ from src.scorer.backends.metricx import MAX_INPUT_LENGTH, model_input
 from src.scorer.config import ModelSpec, ScorerConfig, dump_config
 from src.scorer.schema import Item, ItemOptions
 from src.tiny_models import metricx as tiny_metricx
-
 from tests.helpers.refusals import assert_one_line_refusal
 from tests.helpers.scorer_service import run_serve, start_service, stop_service
 

@@ -38,8 +38,8 @@ import pytest
 
 from src.rewards.client import ScorerClient
 from src.rewards.settings import ClientSettings
-
 from tests.helpers.scorer_service import TOKEN, start_service, stop_service
+
 from .conftest import SERVICE_MODELS, write_config
 
 READ_TIMEOUT_S = 2.0

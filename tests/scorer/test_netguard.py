@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from tests.helpers.scorer_service import REPO, service_env
+
 from .conftest import netguard
 
 

@@ -11,8 +11,8 @@ from urllib.parse import urlparse
 import pytest
 
 from src.scorer.decode import install_fixed_decode
-
 from tests.helpers.scorer_service import TOKEN
+
 from .conftest import comet_predict
 
 

@@ -14,9 +14,9 @@ from urllib.parse import urlparse
 import pytest
 
 from src.scorer.config import ModelSpec, ScorerConfig, dump_config
-
 from tests.helpers.refusals import assert_one_line_refusal
 from tests.helpers.scorer_service import TOKEN, run_serve, service_env, start_service, stop_service
+
 from .conftest import make_hub_cache, write_config
 
 

@@ -14,7 +14,6 @@ import pytest
 import yaml
 
 from src.tiny_models import atomic, qe
-
 from tests.helpers.scorer_service import REPO
 
 # conf/experiment/smoke_tiny.yaml: scorer model name -> (tiny model dir, encoder dir, scorer kind)

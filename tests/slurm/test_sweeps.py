@@ -18,7 +18,8 @@ from pathlib import Path
 
 import yaml
 
-from tests.helpers.slurm_sweeps import REPO, SECRETS, files_under, sacct_tres, stand_in
+from tests.helpers.launches import files_under
+from tests.helpers.slurm_sweeps import REPO, SECRETS, Sweep, sacct_tres, scontrol_field, stand_in
 
 
 # ------------------------------------------------------------------------------ tests
