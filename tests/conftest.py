@@ -1,12 +1,17 @@
-"""Shared by both test environments (train and scorer): stdlib only.
+"""Shared by both test environments (train and scorer): stdlib only at import (a fixture imports
+what it needs when it runs).
 
 Tests never reach the network: any connect to a non-loopback address raises. Models and data
-used by tests are built locally by fixtures.
+used by tests are built locally by fixtures: the tiny tokenizer, and for the train-env tests the
+QE service on the tiny COMET and MetricX checkpoints (tests/helpers/scorer_service.py), each built
+or started once per session (per xdist worker).
 """
 import ipaddress
 import os
 import socket
+import subprocess
 import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -53,3 +58,55 @@ def _no_network():
     yield
     socket.socket.connect = _real_connect
     socket.socket.connect_ex = _real_connect_ex
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer_dir(tmp_path_factory):
+    """The tests' small Qwen-style tokenizer, saved (src/tiny_models/tokenizer.py)."""
+    from src.tiny_models.tokenizer import build_tiny_tokenizer
+
+    return build_tiny_tokenizer(tmp_path_factory.mktemp("tiny_tokenizer"))
+
+
+@pytest.fixture(scope="session")
+def tokenizer(tiny_tokenizer_dir):
+    """That tokenizer loaded as verl loads a policy's: one per session, never changed by a test."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(tiny_tokenizer_dir), local_files_only=True)
+
+
+@pytest.fixture(scope="session")
+def tiny_comet_dir():
+    """The tiny COMET and MetricX checkpoints, built (or found cached) by the scorer env."""
+    from tests.helpers.scorer_service import REPO, SCORER_PYTHON
+
+    if not SCORER_PYTHON.exists():
+        pytest.fail(f"{SCORER_PYTHON} is missing: run `make setup` (the scorer env runs the QE service)")
+    out = subprocess.run([str(SCORER_PYTHON), "tests/fixtures/build_tiny_comet.py"], cwd=REPO,
+                         capture_output=True, text=True, timeout=900)
+    if out.returncode != 0:
+        pytest.fail(f"building the tiny COMET models failed:\n{out.stderr[-3000:]}")
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="session")
+def scorer_service(tiny_comet_dir, tmp_path_factory):
+    """The QE service on the tiny COMET models (cometkiwi_da, comet_da, xcomet_xl), for the session."""
+    from tests.helpers.scorer_service import start_service, stop_service, write_tiny_config
+
+    d = tmp_path_factory.mktemp("scorer")
+    svc = start_service(write_tiny_config(d / "scorer.yaml", tiny_comet_dir), d / "ready.json")
+    yield svc
+    stop_service(svc, timeout=30)
+
+
+@pytest.fixture(scope="session")
+def metricx_service(tiny_comet_dir, tmp_path_factory):
+    """The QE service on the tiny CometKiwi (cometkiwi_da) and the tiny MetricX-24 (metricx24_xl)."""
+    from tests.helpers.scorer_service import start_service, stop_service, write_tiny_config
+
+    d = tmp_path_factory.mktemp("metricx-scorer")
+    svc = start_service(write_tiny_config(d / "scorer.yaml", tiny_comet_dir, metricx=True), d / "ready.json")
+    yield svc
+    stop_service(svc, timeout=30)

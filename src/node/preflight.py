@@ -155,7 +155,7 @@ def _check_checkpoint_dir(plan: RunPlan) -> None:
             f"move the checkpoints away")
 
 
-def _splits_in(path: Path) -> dict[str, int] | None:
+def splits_in(path: Path) -> dict[str, int] | None:
     """extra_info.split -> row count, reading that one nested column only (pyarrow); None when the
     file's schema has no extra_info.split at all."""
     import pyarrow.compute as pc
@@ -183,7 +183,7 @@ def check_data_splits(plan: RunPlan, validation_splits) -> None:
         if not p.is_file():
             continue
         try:
-            counts = _splits_in(p)
+            counts = splits_in(p)
         except Exception as exc:  # noqa: BLE001 - any unreadable file gets the same one-line refusal
             raise PreflightError(f"{what} {path} is not a readable parquet file ({type(exc).__name__}: "
                                  f"{str(exc).splitlines()[0][:200] if str(exc) else ''}); prepare it with "

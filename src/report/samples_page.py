@@ -210,12 +210,12 @@ details pre { white-space: pre-wrap; font-size: 11px; background: #fafafa; }
 .credit { font-size: 12px; margin-top: 4px; } .credit .tok { border: 1px solid #eee; margin-right: 1px; }
 """
 # one mark colour per severity, lightest first (SEVERITIES' order): yellow, orange, red
-_SEVERITY_COLOURS = ("#fff3a3", "#ffc48a", "#ff8a8a")
+SEVERITY_COLOURS = ("#fff3a3", "#ffc48a", "#ff8a8a")
 _STYLE += "".join(f"mark.sev-{sev} {{ background: {colour}; }}\n"
-                  for sev, colour in zip(SEVERITIES, _SEVERITY_COLOURS, strict=True))
+                  for sev, colour in zip(SEVERITIES, SEVERITY_COLOURS, strict=True))
 
 # Click a header to sort its table by that column (numbers numerically); click again to reverse.
-_SCRIPT = """
+SORT_SCRIPT = """
 document.querySelectorAll("table.samples th").forEach(function (th) {
   th.addEventListener("click", function () {
     var table = th.closest("table"), tbody = table.tBodies[0], col = th.cellIndex;
@@ -235,7 +235,7 @@ document.querySelectorAll("table.samples th").forEach(function (th) {
 });
 """
 
-_HEADERS = ["#", "direction", "score", "source", "reference", "translation (error spans)", "components"]
+HEADERS = ["#", "direction", "score", "source", "reference", "translation (error spans)", "components"]
 
 
 def render_samples_page(val_samples: dict[int, list[dict]], title: str, max_per_step: int | None = None,
@@ -262,12 +262,12 @@ def render_samples_page(val_samples: dict[int, list[dict]], title: str, max_per_
         views = [_sample_view(r) for r in records]
         scores = [v["score"] for v in views if v["score"] is not None]
         mean = f", mean score {sum(scores) / len(scores):.4f}" if scores else ""
-        head = "".join(f"<th>{escape(h)}</th>" for h in _HEADERS)
+        head = "".join(f"<th>{escape(h)}</th>" for h in HEADERS)
         rows = "\n".join(_row(i, v) for i, v in enumerate(views))
         parts.append(
             f'<details id="step-{step}"{" open" if n == 0 else ""}><summary><b>Step {step}</b> '
             f"({len(views)} samples{mean})</summary>"
             f'<table class="samples"><thead><tr>{head}</tr></thead><tbody>\n{rows}\n</tbody></table></details>'
         )
-    parts.append(f"<script>{_SCRIPT}</script></body></html>")
+    parts.append(f"<script>{SORT_SCRIPT}</script></body></html>")
     return "\n".join(parts)

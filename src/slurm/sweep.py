@@ -233,7 +233,7 @@ def _collect(job: SweepJob, sjob) -> None:
     try:
         results = sjob.results()  # one JobReturn per task (node)
     except Exception as exc:  # the job died or raised outside the run: submitit's error
-        job.state, job.error = FAILED, _submitit_error(exc, sjob)
+        job.state, job.error = FAILED, submitit_error(exc, sjob)
         return
     job.result = results[0]
     bad = [(rank, r) for rank, r in enumerate(results) if r.status != JobStatus.COMPLETED]
@@ -246,7 +246,7 @@ def _collect(job: SweepJob, sjob) -> None:
         job.state = SUCCEEDED
 
 
-def _submitit_error(exc: Exception, sjob) -> str:
+def submitit_error(exc: Exception, sjob) -> str:
     """The line that says what went wrong, out of submitit's multi-line error."""
     text = str(exc)
     lines = [l.strip() for l in text.splitlines() if l.strip() and not l.strip().startswith("---")]

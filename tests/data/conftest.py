@@ -4,20 +4,6 @@ import json
 
 import pytest
 
-from tests.fixtures.tiny_tokenizer import build_tiny_tokenizer
-
-
-@pytest.fixture(scope="session")
-def tiny_tokenizer_dir(tmp_path_factory):
-    return build_tiny_tokenizer(tmp_path_factory.mktemp("tiny_tokenizer"))
-
-
-@pytest.fixture(scope="session")
-def tiny_tokenizer(tiny_tokenizer_dir):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(str(tiny_tokenizer_dir), local_files_only=True)
-
 
 # zh-en pairs with one exact duplicate, one empty source, one whitespace-only target and one long
 # source (for the length filter).

@@ -12,21 +12,13 @@ import pytest
 
 from src.data.prepare import main
 from src.data.readers import InputError, Pair, read_pairs
-
-from .limited_dirs import full_dir, read_only_dir
+from tests.helpers.limited_dirs import full_dir, read_only_dir
+from tests.helpers.refusals import assert_one_line_refusal
 
 
 def _prepare(tokenizer_dir, out: Path, *extra) -> int:
     return main(["--split", "train", "--template", "chat", "--tokenizer", str(tokenizer_dir), "--out", str(out),
                  *extra])
-
-
-def _one_error_line(capsys, *needles) -> str:
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("prepare: error: "), err
-    for needle in needles:
-        assert needle in err, err
-    return err
 
 
 def _listing(path: Path) -> list[str]:
@@ -75,7 +67,7 @@ def test_bad_language_pairs_are_refused(tmp_path, tiny_tokenizer_dir, capsys, la
     (tmp_path / "a.tsv").write_text("你好\tHello\n", encoding="utf-8")
     out = tmp_path / "out" / "train.parquet"
     assert _prepare(tiny_tokenizer_dir, out, "--input", str(tmp_path / "a.tsv"), "--lang-pair", lang_pair) == 2
-    _one_error_line(capsys, needle)
+    assert_one_line_refusal(capsys.readouterr().err, "prepare: error: ", needle)
     assert not out.parent.exists()
 
 
@@ -91,7 +83,8 @@ def test_language_codes_in_rows_are_checked_and_lower_cased(tmp_path, tiny_token
     assert all("Translate the following Chinese text into English" in r["prompt"][1]["content"] for r in rows)
     f.write_text(json.dumps({"src": "你好", "tgt": "Hello", "src_lang": "xx", "tgt_lang": "en"}) + "\n")
     assert _prepare(tiny_tokenizer_dir, tmp_path / "t2.parquet", "--input", str(f)) == 2
-    _one_error_line(capsys, "x.jsonl:1: unknown language code 'xx' (known: zh, en")
+    assert_one_line_refusal(capsys.readouterr().err,
+                            "prepare: error: ", "x.jsonl:1: unknown language code 'xx' (known: zh, en")
 
 
 def test_directions_list_is_checked_and_lower_cased(tmp_path, tiny_tokenizer_dir, capsys):
@@ -102,7 +95,7 @@ def test_directions_list_is_checked_and_lower_cased(tmp_path, tiny_tokenizer_dir
     assert [r["data_source"] for r in pq.read_table(out).to_pylist()] == ["a/en-zh"]
     assert _prepare(tiny_tokenizer_dir, tmp_path / "b.parquet", "--input", str(tmp_path / "a.tsv"), "--lang-pair",
                     "zh-en", "--directions", "en-en") == 2
-    _one_error_line(capsys, "translates en into itself")
+    assert_one_line_refusal(capsys.readouterr().err, "prepare: error: ", "translates en into itself")
 
 
 # --- encodings and line breaks -------------------------------------------------------------------
@@ -116,7 +109,8 @@ def test_non_utf8_input_is_one_line_naming_file_and_line(tmp_path, tiny_tokenize
     out = tmp_path / "out" / "train.parquet"
     assert _prepare(tiny_tokenizer_dir, out, *args, "--lang-pair", "zh-en") == 2
     line = 2 if suffix == ".tsv" else 1
-    _one_error_line(capsys, f"{f}:{line}: not UTF-8 text (byte 0xc4", "iconv -f GBK -t UTF-8")
+    assert_one_line_refusal(capsys.readouterr().err,
+                            "prepare: error: ", f"{f}:{line}: not UTF-8 text (byte 0xc4", "iconv -f GBK -t UTF-8")
     assert not out.parent.exists()
 
 
@@ -140,21 +134,21 @@ def test_existing_output_is_not_replaced_without_overwrite(tmp_path, tiny_tokeni
     out = tmp_path / "train.parquet"
     out.write_bytes(b"a file prepare did not write in this invocation")
     assert _prepare(tiny_tokenizer_dir, out, "--input", str(pairs_jsonl)) == 2
-    _one_error_line(capsys, f"{out} exists; give --overwrite")
+    assert_one_line_refusal(capsys.readouterr().err, "prepare: error: ", f"{out} exists; give --overwrite")
     assert out.read_bytes() == b"a file prepare did not write in this invocation"
     assert _listing(tmp_path) == ["pairs.jsonl", "train.parquet"]
     stats = tmp_path / "other.stats.json"
     stats.write_text("{}")
     assert _prepare(tiny_tokenizer_dir, tmp_path / "new.parquet", "--input", str(pairs_jsonl), "--stats",
                     str(stats)) == 2
-    _one_error_line(capsys, f"{stats} exists")
+    assert_one_line_refusal(capsys.readouterr().err, "prepare: error: ", f"{stats} exists")
     assert not (tmp_path / "new.parquet").exists() and stats.read_text() == "{}"
 
 
 def test_stats_file_cannot_be_the_parquet(tmp_path, tiny_tokenizer_dir, pairs_jsonl, capsys):
     out = tmp_path / "train.parquet"
     assert _prepare(tiny_tokenizer_dir, out, "--input", str(pairs_jsonl), "--stats", str(out)) == 2
-    _one_error_line(capsys, f"--stats {out} is the --out file")
+    assert_one_line_refusal(capsys.readouterr().err, "prepare: error: ", f"--stats {out} is the --out file")
     assert not out.exists()
 
 
@@ -162,15 +156,16 @@ def test_read_only_output_dir_is_refused_before_any_work(tmp_path, tiny_tokenize
     with read_only_dir(tmp_path / "ro") as ro:
         # the tokenizer path is wrong too: the output check comes first, so nothing was loaded
         assert _prepare(tmp_path / "no-tokenizer", ro / "sub" / "train.parquet", "--input", str(pairs_jsonl)) == 2
-        _one_error_line(capsys, f"cannot write {ro}/sub/train.parquet: cannot write in {ro}")
+        assert_one_line_refusal(capsys.readouterr().err,
+                                "prepare: error: ", f"cannot write {ro}/sub/train.parquet: cannot write in {ro}")
         assert _listing(ro) == []
 
 
 def test_full_output_dir_is_one_line_and_leaves_the_old_files(tmp_path, tiny_tokenizer_dir, pairs_jsonl, capsys):
     with full_dir(tmp_path / "full", keep={"train.parquet": b"old", "train.stats.json": b"{}"}) as full:
         assert _prepare(tiny_tokenizer_dir, full / "train.parquet", "--input", str(pairs_jsonl), "--overwrite") == 1
-        _one_error_line(capsys, f"cannot write {full}/train.parquet: ", "No space left on device",
-                        "; nothing was written")
+        assert_one_line_refusal(capsys.readouterr().err, "prepare: error: ", f"cannot write {full}/train.parquet: ",
+                                "No space left on device", "; nothing was written")
         assert _listing(full) == ["filler", "train.parquet", "train.stats.json"]
         assert (full / "train.parquet").read_bytes() == b"old" and (full / "train.stats.json").read_bytes() == b"{}"
 

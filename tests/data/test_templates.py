@@ -65,12 +65,12 @@ def test_rl_asks_for_translate_tag_only():
     "src, src_lang, tgt_lang",
     [("这只猫坐在垫子上。", "zh", "en"), ("The cat\nsat.", "en", "zh"), ("Hei maailma", "fi", "en")],
 )
-def test_parse_prompt_recovers_source_from_a_decoded_chat_prompt(tiny_tokenizer, template, src, src_lang, tgt_lang):
+def test_parse_prompt_recovers_source_from_a_decoded_chat_prompt(tokenizer, template, src, src_lang, tgt_lang):
     # What verl's validation dump holds: the chat-templated prompt decoded without special tokens.
-    ids = tiny_tokenizer.apply_chat_template(
+    ids = tokenizer.apply_chat_template(
         build_prompt(template, src, src_lang, tgt_lang), add_generation_prompt=True, tokenize=True
     )
-    decoded = tiny_tokenizer.decode(ids["input_ids"] if hasattr(ids, "keys") else ids, skip_special_tokens=True)
+    decoded = tokenizer.decode(ids["input_ids"] if hasattr(ids, "keys") else ids, skip_special_tokens=True)
     assert parse_prompt(decoded) == (src, src_lang, tgt_lang)
 
 

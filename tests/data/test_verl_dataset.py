@@ -32,12 +32,12 @@ def _dataset(cls, path, tokenizer, tmp_path, max_prompt_length):
 
 @pytest.mark.parametrize("template", ["base", "chat", "rl"])
 def test_rlhf_dataset_loads_rows_and_keeps_them_intact(
-    tmp_path, tiny_tokenizer, tiny_tokenizer_dir, pairs_jsonl, rl_dataset_cls, template
+    tmp_path, tokenizer, tiny_tokenizer_dir, pairs_jsonl, rl_dataset_cls, template
 ):
     out = tmp_path / f"{template}.parquet"
     assert main(["--input", str(pairs_jsonl), "--directions", "both", "--split", "val", "--template", template,
                  "--tokenizer", str(tiny_tokenizer_dir), "--out", str(out)]) == 0
-    ds = _dataset(rl_dataset_cls, out, tiny_tokenizer, tmp_path, max_prompt_length=4096)
+    ds = _dataset(rl_dataset_cls, out, tokenizer, tmp_path, max_prompt_length=4096)
     assert len(ds) == 8
     item = ds[1]
     assert item["data_source"] == "pairs/en-zh"
@@ -50,7 +50,7 @@ def test_rlhf_dataset_loads_rows_and_keeps_them_intact(
     assert "English text into Chinese:\nThe cat sat on the mat." in item["raw_prompt"][-1]["content"]
 
 
-def test_prompt_token_limit_matches_verls_own_count(tmp_path, tiny_tokenizer, tiny_tokenizer_dir, pairs_jsonl,
+def test_prompt_token_limit_matches_verls_own_count(tmp_path, tokenizer, tiny_tokenizer_dir, pairs_jsonl,
                                                      rl_dataset_cls):
     """A row that passes --max-prompt-tokens N survives verl's data.max_prompt_length=N filter, and the
     longest kept prompt is exactly at verl's limit (verl drops it at N-1): both count the same tokens."""
@@ -62,8 +62,8 @@ def test_prompt_token_limit_matches_verls_own_count(tmp_path, tiny_tokenizer, ti
     limited = tmp_path / "limited.parquet"
     assert main(["--input", str(pairs_jsonl), "--split", "train", "--template", "chat", "--tokenizer",
                  str(tiny_tokenizer_dir), "--max-prompt-tokens", str(longest - 1), "--out", str(limited)]) == 0
-    n_limited = len(_dataset(rl_dataset_cls, limited, tiny_tokenizer, tmp_path, max_prompt_length=4096))
+    n_limited = len(_dataset(rl_dataset_cls, limited, tokenizer, tmp_path, max_prompt_length=4096))
     assert n_limited == 3  # the long pair is gone
 
-    assert len(_dataset(rl_dataset_cls, out, tiny_tokenizer, tmp_path, max_prompt_length=longest)) == 4
-    assert len(_dataset(rl_dataset_cls, out, tiny_tokenizer, tmp_path, max_prompt_length=longest - 1)) == n_limited
+    assert len(_dataset(rl_dataset_cls, out, tokenizer, tmp_path, max_prompt_length=longest)) == 4
+    assert len(_dataset(rl_dataset_cls, out, tokenizer, tmp_path, max_prompt_length=longest - 1)) == n_limited

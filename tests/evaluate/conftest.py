@@ -1,7 +1,7 @@
 """Fixtures for the evaluation tests (train env: .venv/bin/python -m pytest tests/evaluate).
 
-The QE scoring service is the reward tests' live tiny service (real unbabel-comet code on tiny
-random-weight checkpoints, tests/rewards/conftest.py), imported rather than rebuilt; its model
+The QE scoring service is the train-env tests' live tiny service (real unbabel-comet code on tiny
+random-weight checkpoints, tests/conftest.py `scorer_service`), shared rather than rebuilt; its model
 names are the ones conf/scorer gives the real checkpoints (comet_da, cometkiwi_da, xcomet_xl), so
 evaluation's defaults talk to it unchanged. Test sets are written with src.data.rows.make_row, the
 same function src.data.prepare writes rows with.
@@ -14,7 +14,7 @@ import pytest
 
 from src.data.parquet_io import write_parquet_atomic
 from src.data.rows import Example, make_row
-from tests.rewards.conftest import SCORER_PYTHON, TINY_MODELS, TOKEN, scorer_service, tiny_comet_dir  # noqa: F401
+from tests.helpers.scorer_service import TOKEN
 
 # (src, ref, src_lang, tgt_lang, template, response): well-formed, broken but with a <translate>
 # part, no tag at all, empty answer; both directions and both response formats

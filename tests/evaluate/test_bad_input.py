@@ -8,16 +8,16 @@ from pathlib import Path
 import pytest
 
 from src.evaluate.cli import main
+from tests.helpers.refusals import assert_one_line_refusal
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _refused(capsys, argv, needle):
     code = main(argv)
-    err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2
-    assert len(err) == 1 and err[0].startswith("evaluate: error: ") and needle in err[0], err
-    return err[0]
+    err = capsys.readouterr().err
+    assert code == 2, err
+    return assert_one_line_refusal(err, "evaluate: error: ", needle)
 
 
 @pytest.mark.parametrize("argv, needle", [

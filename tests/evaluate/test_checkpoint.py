@@ -148,7 +148,7 @@ def test_an_existing_merged_dir_that_is_not_a_merge_is_never_replaced(fsdp_check
 
 def test_merge_into_an_unwritable_dir_is_refused_up_front(fsdp_checkpoint, tmp_path):
     from src.evaluate.checkpoint import merge_target_problem
-    from tests.data.limited_dirs import read_only_dir
+    from tests.helpers.limited_dirs import read_only_dir
 
     with read_only_dir(tmp_path / "ro") as ro:
         problem = merge_target_problem(resolve_checkpoint(fsdp_checkpoint), str(ro / "merged"))

@@ -74,9 +74,9 @@ def test_bleu_and_chrf_equal_sacrebleu_on_the_same_segments(evaluated):
 def test_qe_scores_and_spans_equal_what_the_service_answers(evaluated):
     out, svc = evaluated
     segs = _segments(out)
-    comet = svc.score("comet_da", [{"src": s["src"], "mt": s["translation"], "ref": s["ref"]} for s in segs])
-    kiwi = svc.score("cometkiwi_da", [{"src": s["src"], "mt": s["translation"]} for s in segs])
-    xcomet = svc.score("xcomet_xl", [{"src": s["src"], "mt": s["translation"], "ref": s["ref"],
+    comet = svc.results("comet_da", [{"src": s["src"], "mt": s["translation"], "ref": s["ref"]} for s in segs])
+    kiwi = svc.results("cometkiwi_da", [{"src": s["src"], "mt": s["translation"]} for s in segs])
+    xcomet = svc.results("xcomet_xl", [{"src": s["src"], "mt": s["translation"], "ref": s["ref"],
                                       "lang": s["tgt_lang"]} for s in segs], want=["score", "spans"])
     for s, c, k, x in zip(segs, comet, kiwi, xcomet):
         assert s["comet"] == pytest.approx(c["score"], abs=1e-6)

@@ -13,8 +13,8 @@ from src.evaluate.qe_metrics import QEInput, score_segments
 from src.evaluate.scorer_service import plan_for, started_service
 from src.evaluate.testset import read_testset
 from src.plan import ScorerModelSpec, ScorerPlan
-from tests.evaluate.conftest import SCORER_PYTHON, TINY_MODELS, same_spans
-from tests.fixtures.tiny_tokenizer import build_tiny_tokenizer
+from tests.evaluate.conftest import same_spans
+from tests.helpers.scorer_service import SCORER_PYTHON, TINY_MODELS
 
 
 def test_plain_template_is_the_one_verl_gets():
@@ -22,14 +22,6 @@ def test_plain_template_is_the_one_verl_gets():
 
     kwargs = dict(VERL_KEYS)["++data.apply_chat_template_kwargs"](None, {"model": {"use_chat_template": False}})
     assert kwargs == {"chat_template": PLAIN_CHAT_TEMPLATE}
-
-
-@pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(str(build_tiny_tokenizer(tmp_path_factory.mktemp("tok"))),
-                                         local_files_only=True)
 
 
 def test_vllm_generator_calls(testset, tokenizer, monkeypatch, tmp_path):
@@ -100,8 +92,8 @@ def test_started_service_scores_like_the_running_one(tiny_comet_dir, scorer_serv
               QEInput("今天天气很好。", "Nice weather.", "", "en")]
     with started_service(plan, log=lambda _: None) as (url, token):
         got = score_segments(url, token, inputs, opts)
-    kiwi = scorer_service.score("cometkiwi_da", [{"src": x.src, "mt": x.mt} for x in inputs])
-    xcomet = scorer_service.score("xcomet_xl", [{"src": x.src, "mt": x.mt, "lang": "en"} for x in inputs],
+    kiwi = scorer_service.results("cometkiwi_da", [{"src": x.src, "mt": x.mt} for x in inputs])
+    xcomet = scorer_service.results("xcomet_xl", [{"src": x.src, "mt": x.mt, "lang": "en"} for x in inputs],
                                   want=["score", "spans"])
     for g, k, x in zip(got, kiwi, xcomet):
         assert g["kiwi"] == pytest.approx(k["score"], abs=1e-6)

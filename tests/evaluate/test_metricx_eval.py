@@ -12,14 +12,14 @@ import pytest
 
 from src.evaluate.cli import main
 from tests.evaluate.conftest import CASES
-from tests.rewards.conftest import TOKEN
-from tests.rewards.test_metricx_reward import MODEL, metricx_service  # noqa: F401  (the service fixture)
+from tests.helpers.scorer_service import METRICX_MODEL
+from tests.helpers.scorer_service import TOKEN
 
 HEADER = "MetricX-24 (0-25, lower is better)"
 
 
 @pytest.fixture
-def service(metricx_service, monkeypatch):  # noqa: F811
+def service(metricx_service, monkeypatch):
     monkeypatch.setenv("QE_SCORER_TOKEN", TOKEN)
     return metricx_service
 
@@ -41,7 +41,7 @@ def test_metricx_held_out_beside_the_trained_metric(testset, tmp_path, service):
     segs = _segments(out)
     assert len(segs) == len(CASES)
     # reference mode: source + translation + reference, as the service scores that item
-    want = service.score(MODEL, [{"src": s["src"], "mt": s["translation"], "ref": s["ref"]} for s in segs])
+    want = service.results(METRICX_MODEL, [{"src": s["src"], "mt": s["translation"], "ref": s["ref"]} for s in segs])
     for seg, w in zip(segs, want, strict=True):
         assert seg["metricx"] == pytest.approx(w["score"], abs=1e-4) and 0.0 <= seg["metricx"] <= 25.0
     assert segs[-1]["translation"] == "" and segs[-1]["metricx"] == 25.0  # an empty answer: the worst score
@@ -52,7 +52,7 @@ def test_metricx_held_out_beside_the_trained_metric(testset, tmp_path, service):
         assert float(row["metricx"]) == pytest.approx(fmean(s["metricx"] for s in segs if s["direction"] == direction))
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     assert summary["trained_on"] == ["kiwi"] and summary["held_out"] == ["bleu", "metricx"]
-    assert summary["options"]["metricx_model"] == MODEL and summary["options"]["metricx_reference"] is True
+    assert summary["options"]["metricx_model"] == METRICX_MODEL and summary["options"]["metricx_reference"] is True
 
 
 def test_qe_mode_as_the_reward_asks_it(testset, tmp_path, service):
@@ -60,9 +60,10 @@ def test_qe_mode_as_the_reward_asks_it(testset, tmp_path, service):
                      "metricx_reference=false")
     assert code == 0
     segs = _segments(out)
-    want = service.score(MODEL, [{"src": s["src"], "mt": s["translation"]} for s in segs])
+    want = service.results(METRICX_MODEL, [{"src": s["src"], "mt": s["translation"]} for s in segs])
     assert [s["metricx"] for s in segs] == pytest.approx([w["score"] for w in want], abs=1e-4)
-    with_ref = service.score(MODEL, [{"src": s["src"], "mt": s["translation"], "ref": s["ref"]} for s in segs])
+    with_ref = service.results(METRICX_MODEL,
+                               [{"src": s["src"], "mt": s["translation"], "ref": s["ref"]} for s in segs])
     assert [s["metricx"] for s in segs] != pytest.approx([w["score"] for w in with_ref], abs=1e-4)
     assert (out / "scores.md").read_text(encoding="utf-8").splitlines()[0].endswith(f"| {HEADER} |")
 

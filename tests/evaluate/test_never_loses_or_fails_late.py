@@ -16,8 +16,10 @@ from src.evaluate.cli import main
 from src.evaluate.options import UsageError, parse_options
 from src.evaluate.outputs import print_table
 from src.evaluate.scorer_service import plan_for
-from tests.data.limited_dirs import full_dir, read_only_dir
-from tests.evaluate.conftest import CASES, SCORER_PYTHON
+from tests.evaluate.conftest import CASES
+from tests.helpers.limited_dirs import full_dir, read_only_dir
+from tests.helpers.refusals import assert_one_line_refusal
+from tests.helpers.scorer_service import SCORER_PYTHON
 
 EXPECTED = ["scores.csv", "scores.md", "segments.jsonl", "summary.json"]
 
@@ -25,12 +27,6 @@ EXPECTED = ["scores.csv", "scores.md", "segments.jsonl", "summary.json"]
 def _args(testset, *extra):
     data, responses = testset
     return [f"data={data}", "generator=file", f"responses={responses}", "metrics=bleu,chrf", *extra]
-
-
-def _one_error_line(capsys, prefix):
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith(prefix), err
-    return err[0]
 
 
 def test_default_out_names_never_collide(testset, tmp_path, monkeypatch):
@@ -73,19 +69,20 @@ def test_out_created_by_someone_else_meanwhile_is_left_alone(testset, tmp_path, 
 def test_read_only_out_is_refused_before_any_work(testset, tmp_path, capsys):
     with read_only_dir(tmp_path / "ro") as ro:
         assert main(_args(testset, f"out={ro}/eval")) == 2
-        line = _one_error_line(capsys, f"evaluate: error: out: cannot create {ro}/eval: cannot write in {ro}")
+        line = assert_one_line_refusal(capsys.readouterr().err,
+                                       f"evaluate: error: out: cannot create {ro}/eval: cannot write in {ro}")
         assert "read-only file system" in line or "no write permission" in line
         assert list(ro.iterdir()) == []
     # checked first: a bad test set behind it is not read (nothing before it costs time)
     with read_only_dir(tmp_path / "ro2") as ro:
         assert main([f"data={tmp_path}/nope.parquet", "generator=file", "responses=x", f"out={ro}/e"]) == 2
-        _one_error_line(capsys, "evaluate: error: out: cannot create")
+        assert_one_line_refusal(capsys.readouterr().err, "evaluate: error: out: cannot create")
 
 
 def test_full_disk_is_one_line_exit_1_and_leaves_nothing(testset, tmp_path, capsys):
     with full_dir(tmp_path / "full") as full:
         assert main(_args(testset, f"out={full}/eval")) == 1
-        line = _one_error_line(capsys, f"evaluate: error: cannot write {full}/eval: ")
+        line = assert_one_line_refusal(capsys.readouterr().err, f"evaluate: error: cannot write {full}/eval: ")
         assert line.endswith("No space left on device; nothing was written")
         assert [p.name for p in full.iterdir()] == ["filler"]
 
@@ -108,11 +105,13 @@ def test_responses_with_a_duplicate_or_foreign_index_are_refused(testset, tmp_pa
     dup = tmp_path / "dup.jsonl"
     dup.write_text("\n".join(lines + [json.dumps({"index": 3, "response": "another answer"})]) + "\n")
     assert main([f"data={data}", "generator=file", f"responses={dup}", "metrics=bleu", f"out={tmp_path}/o"]) == 2
-    _one_error_line(capsys, f"evaluate: error: responses: index 3 appears twice in {dup} (lines 4 and 8)")
+    assert_one_line_refusal(capsys.readouterr().err,
+                            f"evaluate: error: responses: index 3 appears twice in {dup} (lines 4 and 8)")
     foreign = tmp_path / "foreign.jsonl"
     foreign.write_text("\n".join(lines + [json.dumps({"index": 99, "response": "x"})]) + "\n")
     assert main([f"data={data}", "generator=file", f"responses={foreign}", "metrics=bleu", f"out={tmp_path}/o"]) == 2
-    _one_error_line(capsys, f"evaluate: error: responses: index 99 (line 8 of {foreign}) is not in the test set")
+    assert_one_line_refusal(capsys.readouterr().err,
+                            f"evaluate: error: responses: index 99 (line 8 of {foreign}) is not in the test set")
     assert not (tmp_path / "o").exists()
     # limit= evaluates the first rows; the responses to the others still belong to the test set
     assert main([f"data={data}", "generator=file", f"responses={responses}", "metrics=bleu", "limit=2",
@@ -148,7 +147,8 @@ def test_cuda_without_a_gpu_is_one_line_from_the_command(testset, tmp_path, caps
     data, responses = testset
     assert main([f"data={data}", "generator=file", f"responses={responses}", "scorer_device=cuda",
                  f"out={tmp_path}/o"]) == 2
-    _one_error_line(capsys, "evaluate: error: scorer_device=cuda but this process sees 0 GPU(s)")
+    assert_one_line_refusal(capsys.readouterr().err,
+                            "evaluate: error: scorer_device=cuda but this process sees 0 GPU(s)")
     assert not (tmp_path / "o").exists()
 
 

@@ -13,9 +13,8 @@ from src import verl_config
 from src.config.dotted import flatten
 from src.config.presets import preset_values
 from src.plan import PlanError, build_plan, with_trains
-
-from .test_group_combinations import group_options
-from .test_verl_oracle import verl_accepts
+from tests.helpers.config_groups import group_options
+from tests.helpers.verl_oracle import verl_accepts
 
 ALGOS = group_options("algo")
 GEOMETRY = [(g, n) for n in (1, 2) for g in range(1, 9)]

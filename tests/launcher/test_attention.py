@@ -20,8 +20,7 @@ from src.pipeline import identify
 from src.plan import PlanError, build_plan
 from src.plan.attention import installed_flash_attn, plan_attention
 from src.plan.table import render
-
-from .conftest import launch
+from tests.helpers.launches import launch
 
 FLASH = "2.8.3"  # what `make setup PLATFORM=gpu FLASH_ATTN=1` installs (envs/lock/train-gpu-flash-attn.txt: verl's fsdp extra)
 

@@ -23,7 +23,8 @@ from src.config import CODE_ROOT
 from src.data.parquet_io import write_parquet_atomic
 from src.data.rows import Example, make_row
 from src.verl_config import VERL_KEYS, checks, user_keys
-from tests.launcher.conftest import files_under, launch
+from tests.helpers.launches import files_under, launch
+from tests.helpers.refusals import assert_one_line_refusal
 
 EX = Example(src="这只猫坐在垫子上。", tgt="The cat sat on the mat.", src_lang="zh", tgt_lang="en")
 
@@ -32,11 +33,8 @@ def refused(capsys, args: list[str]) -> str:
     """The one error line of `python -m src.launch ARGS`, run in-process; asserts exit 2."""
     code = launcher.main(args)
     err = capsys.readouterr().err
-    lines = [l for l in err.strip().splitlines() if l.strip()]
     assert code == 2, err
-    assert len(lines) == 1 and lines[0].startswith("error: "), err
-    assert "Traceback" not in err
-    return lines[0]
+    return assert_one_line_refusal(err, "error: ")
 
 
 @pytest.mark.parametrize("args,needle", [

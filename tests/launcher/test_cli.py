@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from src.config import compose_config
-from tests.launcher.conftest import files_under, launch
+from tests.helpers.launches import files_under, launch
 
 SECRETS = {"WANDB_API_KEY": "wandb-secret-0123456789", "HF_TOKEN": "hf_secret_token_abcdef",
            "QE_SCORER_TOKEN": "scorer-secret-xyz987", "DB_PASSWORD": "hunter2-password"}
@@ -173,9 +173,9 @@ def test_checkpoint_dir_holding_another_run_is_refused_with_the_keys(isolated_pa
     lr = yaml.safe_load((snap / "verl_config.yaml").read_text())["actor_rollout_ref"]["actor"]["optim"]["lr"]
     assert lr == 3e-6
     from src.record import identity as run_identity
-    from tests.launcher.test_run_identity import _identified
+    from tests.helpers.run_identity import identified
     same_data = [p for p in paths if p.startswith(("paths.data_root", "paths.model_root"))]
-    recorded = _identified(["trainer.lr=1e-6"] + same_data, out.parent / "other")[2]
+    recorded = identified(["trainer.lr=1e-6"] + same_data, out.parent / "other")[2]
     run_identity.record(ckpt, recorded, "feedbeef", None)
     before = files_under(out)
     result = launch(["--from-snapshot", str(snap), "--resume", "dry_run=true"])

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from src import launch as launcher
-from tests.launcher.conftest import files_under
+from tests.helpers.launches import files_under
 
 KEYS = ["trainer.lr", "trainer.total_training_steps", "trainer.save_freq", "gpus", "nodes", "seed",
         "batch.prompts_per_step", "data.max_prompt_length", "data.template", "scorer.placement", "scorer.restarts",

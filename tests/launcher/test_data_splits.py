@@ -11,8 +11,8 @@ import pytest
 
 from src.data.parquet_io import write_parquet_atomic
 from src.data.rows import Example, make_row
-from src.node.preflight import PreflightError, _splits_in, check_data_splits
-from tests.launcher.conftest import files_under, launch
+from src.node.preflight import PreflightError, splits_in, check_data_splits
+from tests.helpers.launches import files_under, launch
 
 EX = Example(src="这只猫坐在垫子上。", tgt="The cat sat on the mat.", src_lang="zh", tgt_lang="en")
 VALIDATION = ("val", "test")
@@ -49,7 +49,7 @@ def test_prepared_files_pass(tmp_path):
 
 def test_only_the_split_column_is_read(tmp_path):
     p = prepared(tmp_path / "v.parquet", ["val", "val", "test"])
-    assert _splits_in(p) == {"val": 2, "test": 1}
+    assert splits_in(p) == {"val": 2, "test": 1}
 
 
 @pytest.mark.parametrize("val_rows,needle", [

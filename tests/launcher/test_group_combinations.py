@@ -1,32 +1,18 @@
 """Every reward x gpus option (enumerated from Hydra), with each algo preset that sets its own reward
 manager (grpo: verl's naive, dapo: ours), composes, plans, and yields a verl config that verl's own code
 accepts: validate_config, the worker config classes and the workers' batch splitting
-(tests/launcher/test_verl_oracle.py verl_accepts), not our own src/plan/verl_rules.py. Every algo preset on
+(tests/helpers/verl_oracle.py verl_accepts), not our own src/plan/verl_rules.py. Every algo preset on
 gpus 1..8 and 1..2 nodes, and with the reward's settings: tests/launcher/test_algo_presets.py."""
 import itertools
 
 import pytest
-from hydra import initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
 
 from src import verl_config
-from src.config import CONF_DIR
 from src.plan import build_plan
-
-from .test_verl_oracle import verl_accepts
-
-
-def group_options(group: str) -> list[str]:
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return GlobalHydra.instance().config_loader().get_group_options(group)
-
+from tests.helpers.config_groups import GPUS, MANAGER_ALGOS, group_options
+from tests.helpers.verl_oracle import verl_accepts
 
 REWARDS, ALGOS = group_options("reward"), group_options("algo")
-# the presets whose reward side differs (the reward manager and its kwargs): every other preset changes only
-# the estimator and loss, which test_algo_presets.py sweeps on its own
-MANAGER_ALGOS = ["grpo", "dapo"]
-# the GPU counts the README promises (gpus is a plain integer key: any count is planned)
-GPUS = ["2", "3", "4", "8"]
 COMBOS = list(itertools.product(REWARDS, MANAGER_ALGOS, GPUS))
 
 

@@ -9,8 +9,7 @@ import pytest
 
 from src.pipeline import learning
 from src.pipeline.errors import RunError
-
-from .conftest import files_under, launch
+from tests.helpers.launches import files_under, launch
 
 LEARN = {"enable": True, "window": 2, "min_rise": 0.3, "val_metric": "bleu", "min_val_rise": 2.0}
 VAL = "val-aux/synth_zh_en/zh-en/bleu/mean@4"

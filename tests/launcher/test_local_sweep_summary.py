@@ -6,7 +6,7 @@ from pathlib import Path
 
 from src.record import identity as run_identity
 from src.record import sweep_summary
-from tests.launcher.conftest import launch
+from tests.helpers.launches import launch
 
 # the keys of a row, Slurm's and local alike (a local job has no job id, log before training, or request)
 ROW_KEYS = {"idx", "job_id", "overrides", "state", "error", "log", "run_dir", "gpus_per_node", "cpus_per_task",

@@ -12,7 +12,7 @@ from src.plan.memory_measured import (H100_80GB_TOTAL_GIB, POLICY_SHAPES, POLICY
 from src.scorer.backends.comet.memory import SCORER_PEAKS
 from src.plan.memory import VLLM_OVERHEAD_GB, ScorerModel, scorer_need_gb
 from src.plan import PlanError, build_plan
-from tests.launcher.conftest import files_under, launch
+from tests.helpers.launches import files_under, launch
 
 GIB = 2 ** 30
 # how far above a measured micro-batch row the plan's figure may lie: a measured policy's own line (its rows

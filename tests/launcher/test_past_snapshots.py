@@ -18,7 +18,7 @@ import yaml
 
 from src.pipeline.lineage import RUN_NAMES_AND_PATHS
 from src.record import identity, snapshot
-from tests.launcher.conftest import files_under, launch
+from tests.helpers.launches import files_under, launch
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 PAST = sorted(p for p in (FIXTURES / "snapshots").glob("*/*") if p.is_dir())

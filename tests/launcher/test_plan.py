@@ -4,26 +4,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from src.plan import PlanError, build_plan, plan_batch, with_identity
-
-from .test_verl_oracle import rank_split
+from tests.helpers.config_changes import with_
+from tests.helpers.verl_oracle import rank_split
 
 
 @pytest.fixture(scope="module")
 def base_cfg():
     from src.config import compose_config
     return compose_config([])
-
-
-def with_(cfg, **changes):
-    import copy
-    out = copy.deepcopy(cfg)
-    for dotted, value in changes.items():
-        node = out
-        *parents, leaf = dotted.split("__")
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = value
-    return out
 
 
 def test_design_defaults_need_no_adjustment_for_2_3_4_8_gpus(base_cfg):

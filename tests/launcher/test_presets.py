@@ -18,9 +18,8 @@ import pytest
 from src import verl_config
 from src.config import CONF_DIR
 from src.plan import PlanError, build_plan
-
-from .test_group_combinations import GPUS, MANAGER_ALGOS, group_options
-from .test_verl_oracle import verl_accepts
+from tests.helpers.config_groups import GPUS, MANAGER_ALGOS, group_options
+from tests.helpers.verl_oracle import verl_accepts
 
 PRESETS = sorted(p.stem for p in Path(CONF_DIR, "experiment").glob("*.yaml"))
 MODELS, REWARDS = (group_options(g) for g in ("model", "reward"))
@@ -111,7 +110,7 @@ def test_preset_variants_are_accepted_by_verl(compose, tmp_path, ov):
 def test_a_preset_run_at_another_gpu_count_says_its_batches_moved(isolated_paths):
     """Issue 33 (finding 11): experiment=qwen3b_xcomet_3gpu with gpus=5 trained 50 prompts per step instead
     of the preset's 48, and logged to another wandb project, without a word."""
-    from tests.launcher.conftest import launch
+    from tests.helpers.launches import launch
 
     _, paths = isolated_paths
     moved = launch(["experiment=qwen3b_xcomet_3gpu", "gpus=5", "dry_run=true"] + paths)

@@ -18,7 +18,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from src.config import CODE_ROOT
 from src.config.override_grammar import override, quote
 from src.node import training
-from tests.launcher.conftest import files_under
+from tests.helpers.launches import files_under
 
 
 @pytest.mark.parametrize("value", ["/tmp/a b/verl", "/data/数据/run", "/x/it's", "a\\b", "a\\", "a\\'b", "x,y",

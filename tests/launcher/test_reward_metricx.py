@@ -9,10 +9,9 @@ import pytest
 from src import verl_config
 from src.plan import build_plan
 from src.scorer.backends.comet.memory import SCORER_WEIGHTS_EXTRA_GB
-
-from .conftest import files_under, launch
-from .test_group_combinations import group_options
-from .test_verl_oracle import verl_accepts
+from tests.helpers.config_groups import group_options
+from tests.helpers.launches import files_under, launch
+from tests.helpers.verl_oracle import verl_accepts
 
 COMBOS = list(itertools.product(["grpo", "dapo"], ["2", "3", "4", "8"]))
 

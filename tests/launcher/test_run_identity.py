@@ -10,6 +10,7 @@ from src.record import identity as run_identity
 from src.config import compose_config
 from src.pipeline import identify
 from src.plan import build_plan
+from tests.helpers.run_identity import identified
 
 
 def _verl_keys() -> dict:
@@ -39,24 +40,18 @@ def test_core_training_keys_are_in_the_identity_and_names_are_not():
         assert run_identity.classify(key) == "excluded", key
 
 
-def _identified(overrides, tmp_path):
-    cfg = compose_config(overrides + [f"paths.results_root={tmp_path}/results"])
-    plan = build_plan(cfg, run_dir=str(tmp_path / "run"))
-    return identify(plan, cfg, overrides, verl_config.build(plan, cfg), None)
-
-
 def test_id_ignores_where_it_logs_and_saves_but_not_what_it_trains(tmp_path):
-    plan, verl_cfg, ident = _identified(["trainer.lr=3e-6"], tmp_path)
+    plan, verl_cfg, ident = identified(["trainer.lr=3e-6"], tmp_path)
     assert len(plan.run_id) == 8 and int(plan.run_id, 16) >= 0
     assert verl_cfg.trainer.default_local_dir == plan.checkpoint_dir
     assert plan.checkpoint_dir.endswith(f"/gpus4/seed1_lr3e-06-{plan.run_id}")
     assert verl_cfg.trainer.experiment_name == plan.wandb_run_name
     assert verl_cfg.actor_rollout_ref.rollout.trace.experiment_name == plan.wandb_run_name
     assert "trainer.default_local_dir" not in ident and "actor_rollout_ref.actor.optim.lr" in ident
-    logging_only = _identified(["trainer.lr=3e-6", "trainer.save_freq=7", "trainer.test_freq=3",
+    logging_only = identified(["trainer.lr=3e-6", "trainer.save_freq=7", "trainer.test_freq=3",
                                 "logger.backends=[console]"], tmp_path)[0]
     assert logging_only.run_id == plan.run_id
-    other_lr = _identified(["trainer.lr=1e-6"], tmp_path)[0]
+    other_lr = identified(["trainer.lr=1e-6"], tmp_path)[0]
     assert other_lr.run_id != plan.run_id
     # a results root elsewhere: another dir, the same training config
     elsewhere = compose_config(["trainer.lr=3e-6", f"paths.results_root={tmp_path}/elsewhere"])
@@ -67,8 +62,8 @@ def test_id_ignores_where_it_logs_and_saves_but_not_what_it_trains(tmp_path):
 def test_every_roles_profiler_writes_under_its_own_runs_dir(tmp_path):
     """Issue 33: each role's profiler.save_path (verl derives it from global_profiler.save_path) held the
     dir without seed or id, so every run of a sweep profiled into one dir."""
-    plan, verl_cfg, _ = _identified(["reward=comet", "profile.enable=true"], tmp_path)
-    other, other_cfg, _ = _identified(["reward=comet", "profile.enable=true", "seed=2"], tmp_path)
+    plan, verl_cfg, _ = identified(["reward=comet", "profile.enable=true"], tmp_path)
+    other, other_cfg, _ = identified(["reward=comet", "profile.enable=true", "seed=2"], tmp_path)
     assert verl_cfg.global_profiler.save_path == f"{plan.checkpoint_dir}/profile"
     roles = {"actor_rollout_ref.actor", "actor_rollout_ref.ref", "actor_rollout_ref.rollout", "critic"}
     paths = {role: OmegaConf.select(verl_cfg, f"{role}.profiler.save_path") for role in roles}
@@ -102,9 +97,9 @@ def test_readable_name_is_read_from_the_identity_in_key_order():
 def test_names_carry_only_what_the_id_hashes(tmp_path):
     """Issue 33 (finding 3): a default spelled out (trainer.lr=1e-6) or a key that changes nothing verl
     trains (data.template) was named, so two dirs with one run id had two names."""
-    plain = _identified(["reward=comet"], tmp_path)[0]
+    plain = identified(["reward=comet"], tmp_path)[0]
     for noop in (["trainer.lr=1e-6"], ["reward.weights.bleu=1"], ["data.template=chat"], ["trainer.save_freq=7"]):
-        same = _identified(["reward=comet", *noop], tmp_path)[0]
+        same = identified(["reward=comet", *noop], tmp_path)[0]
         assert (same.run_id, same.checkpoint_dir, same.wandb_run_name, same.wandb_project) == (
             plain.run_id, plain.checkpoint_dir, plain.wandb_run_name, plain.wandb_project), noop
     assert plain.checkpoint_dir.endswith(f"/seed1-{plain.run_id}")
@@ -115,7 +110,7 @@ def test_a_data_override_is_named_by_its_data_sets_tag_not_its_path(tmp_path):
     (`seed1_templatechat_train_files-data-mypairs-train.parquet_val_files-...`)."""
     overrides = ["reward=comet", "data.template=chat", "data.train_files=data/mypairs/train.parquet",
                  "data.val_files=data/mypairs/val.parquet"]
-    plan, verl_cfg, _ = _identified(overrides, tmp_path)
+    plan, verl_cfg, _ = identified(overrides, tmp_path)
     assert plan.checkpoint_dir.endswith(f"/seed1_data-mypairs-{plan.run_id}")
     assert plan.wandb_run_name.endswith(f"-seed1_data-mypairs-{plan.run_id}") and "parquet" not in plan.wandb_run_name
     assert verl_cfg.data.train_files == "data/mypairs/train.parquet"  # the path itself: the snapshot's verl config
@@ -124,12 +119,12 @@ def test_a_data_override_is_named_by_its_data_sets_tag_not_its_path(tmp_path):
 def test_reward_is_named_with_its_mode_only_where_a_span_model_runs(tmp_path):
     """Issue 33 (finding 8): `reward=metricx` was named `metricx_off` / `qe-rl-metricx-off-s384`: "off" is
     the span model's mode and read as "MetricX off"."""
-    metricx = _identified(["reward=metricx"], tmp_path)[0]
+    metricx = identified(["reward=metricx"], tmp_path)[0]
     assert "/qwen2.5_3b/metricx/grpo/gpus4/" in metricx.checkpoint_dir and metricx.wandb_project == "qe-rl-metricx-s384"
     assert "off" not in metricx.checkpoint_dir and "off" not in metricx.wandb_project
-    xcomet = _identified(["reward=xcomet_xl"], tmp_path)[0]  # mode=train: the span model runs
+    xcomet = identified(["reward=xcomet_xl"], tmp_path)[0]  # mode=train: the span model runs
     assert "/xcomet_xl_train/grpo/" in xcomet.checkpoint_dir and xcomet.wandb_project == "qe-rl-xcomet_xl-train-s384"
-    comet_eval = _identified(["reward=comet", "reward.mode=eval"], tmp_path)[0]
+    comet_eval = identified(["reward=comet", "reward.mode=eval"], tmp_path)[0]
     assert "/comet_eval/grpo/" in comet_eval.checkpoint_dir
     # the plan table's title too
     import io
@@ -148,22 +143,22 @@ def test_a_run_launched_under_the_earlier_names_resumes_in_its_dir(tmp_path):
     """Issue 33 (findings 8, 10): renaming moved a run's checkpoint dir; a relaunch of an in-flight run
     (same config, same id) must find its checkpoints under the name it had, and its wandb run."""
     overrides = ["reward=comet", "trainer.lr=3e-6", "data.template=chat"]
-    plan, _, ident = _identified(overrides, tmp_path)
+    plan, _, ident = identified(overrides, tmp_path)
     old = tmp_path / "results/qwen2.5_3b/comet_off/grpo/gpus4" / f"seed1_lr3e-06_templatechat-{plan.run_id}"
     run_identity.record(old, ident, plan.run_id, None)
     (old / "global_step_50").mkdir()
-    resumed, verl_cfg, _ = _identified(overrides, tmp_path)
+    resumed, verl_cfg, _ = identified(overrides, tmp_path)
     assert resumed.checkpoint_dir == verl_cfg.trainer.default_local_dir == str(old)
     assert resumed.wandb_project == "qe-rl-comet-off-s384" and resumed.wandb_run_id == plan.wandb_run_id
     assert resumed.wandb_run_name.endswith(old.name) and resumed.earlier_dir_of == plan.checkpoint_dir
     # another config with a dir of the same id suffix (a collision) is not resumed there
-    other = _identified(["reward=comet", "trainer.lr=5e-6"], tmp_path)[0]
+    other = identified(["reward=comet", "trainer.lr=5e-6"], tmp_path)[0]
     assert other.checkpoint_dir != str(old) and other.earlier_dir_of is None
     # two dirs of the run: refused in one line naming both and how to choose
     twin = old.parent / f"seed1_lr3e-06-{plan.run_id}"
     run_identity.record(twin, ident, plan.run_id, None)
     with pytest.raises(Exception) as refused:
-        _identified(overrides, tmp_path)
+        identified(overrides, tmp_path)
     assert "\n" not in str(refused.value) and "+verl.trainer.default_local_dir=" in str(refused.value)
     assert str(old) in str(refused.value) and str(twin) in str(refused.value)
 
@@ -200,7 +195,7 @@ class _Names:
     def __call__(self, overrides: list[str]) -> tuple[str, tuple]:
         key = tuple(overrides)
         if key not in self.seen:
-            plan = _identified(list(overrides), self.root)[0]
+            plan = identified(list(overrides), self.root)[0]
             self.seen[key] = (plan.run_id, (plan.checkpoint_dir, plan.wandb_project, plan.wandb_run_name))
         return self.seen[key]
 

@@ -19,7 +19,7 @@ from src.data.parquet_io import write_parquet_atomic
 from src.data.rows import Example, make_row
 from src.config import compose_config
 from src.plan import build_plan
-from tests.rewards.conftest import NETGUARD, tiny_comet_dir  # noqa: F401  (a fixture, re-exported)
+from tests.helpers.scorer_service import NETGUARD
 
 REPO = Path(__file__).resolve().parents[2]
 STAND_IN = REPO / "tests" / "launcher" / "smoke_stand_in.py"

@@ -25,10 +25,9 @@ import yaml
 from src.config import compose_config
 from src.pipeline import tiny_build
 from src.plan import build_plan
+from tests.helpers.env import LEAKY_ENV
 
 REPO = Path(__file__).resolve().parents[2]
-# user-level locations a fresh clone must not depend on
-LEAKY_ENV = ("QE_RL_MODELS", "QE_RL_DATA", "QE_RL_RESULTS", "HF_HOME", "HF_HUB_CACHE", "CUDA_VISIBLE_DEVICES")
 
 
 def _fresh_clone(dst: Path) -> Path:
@@ -164,7 +163,7 @@ def test_a_launch_with_such_a_shape_or_block_size_stops_with_one_line_and_builds
 def test_a_node_without_gpus_is_told_so_before_anything_is_built(tmp_path):
     """Issue 33: without dry_run on a machine with no GPU, the tiny models were built (34 s) before the
     preflight said the node has no GPU. The node's checks come first; nothing is built or written."""
-    from tests.launcher.conftest import launch
+    from tests.helpers.launches import launch
 
     build, out = tmp_path / "tiny-models", tmp_path / "out"
     # accelerator=cuda given: the GPU run was asked for, so it is not moved to the CPU loop

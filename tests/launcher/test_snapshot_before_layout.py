@@ -15,7 +15,7 @@ from src import verl_config
 from src.config import compose_config
 from src.pipeline import identify
 from src.plan import build_plan
-from tests.launcher.conftest import launch
+from tests.helpers.launches import launch
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "snapshot_before_layout"
 OLD_ROOT = "/qe-rl-fixture-root"

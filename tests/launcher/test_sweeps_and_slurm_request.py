@@ -15,8 +15,8 @@ from src.slurm import request as slurm_request
 from src.config import CONF_DIR
 from src.pipeline import precheck
 from src.plan import build_plan
-from tests.launcher.conftest import files_under, launch
-from tests.launcher.test_plan import with_
+from tests.helpers.config_changes import with_
+from tests.helpers.launches import files_under, launch
 
 
 @pytest.fixture(scope="module")
@@ -237,7 +237,7 @@ def test_slurm_multinode_launcher_adds_whole_nodes():
 def test_submitit_errors_are_reduced_to_the_line_that_says_what_happened():
     from submitit.core.utils import FailedJobError, UncompletedJobError
 
-    from src.slurm.sweep import _submitit_error
+    from src.slurm.sweep import submitit_error
 
     class FakeJob:
         def get_info(self, mode):
@@ -247,11 +247,11 @@ def test_submitit_errors_are_reduced_to_the_line_that_says_what_happened():
         "Job (task=0) failed during processing with trace:\n----------------------\nTraceback (most recent call "
         "last):\n  File \"x.py\", line 1, in <module>\nValueError: boom\n\n----------------------\n"
         "You can check full logs with 'job.stderr(0)' and 'job.stdout(0)'or at paths:\n  - /a.err\n  - /a.out")
-    assert _submitit_error(failed, FakeJob()) == "ValueError: boom"
+    assert submitit_error(failed, FakeJob()) == "ValueError: boom"
     died = UncompletedJobError(
         "Job 12_0 (task: 0) with path /s/12_0_0_result.pkl\nhas not produced any output (state: OUT_OF_MEMORY)\n"
         "Error stream produced:\n----------------------------------------\nsomething\nKilled")
-    line = _submitit_error(died, FakeJob())
+    line = submitit_error(died, FakeJob())
     assert line.startswith("UncompletedJobError: Job 12_0 (task: 0)") and "has not produced any output" in line
     assert "(Slurm state: OUT_OF_MEMORY)" in line and line.endswith("last error line: Killed")
 

@@ -120,8 +120,8 @@ def test_without_a_signal_nothing_changes(tmp_path, previous_handler):
 
 # verl's trainer side, driven per step as PPOTrainer.fit drives it: verl's PPOTrainerSync with the
 # TimeLimitSave hook (src/trainer/entry.py), built partially as in tests/launcher/test_train_entry.py
-# (the GPU worker group and the weight sync stand in), on the run's own verl config, reading the real
-# flag file in the checkpoint dir. verl's fit leaves its loop once global_steps passes
+# (the GPU worker group and the weight sync stand in: tests/helpers/verl_trainer_stand_ins.py), on the
+# run's own verl config, reading the real flag file in the checkpoint dir. verl's fit leaves its loop once global_steps passes
 # total_training_steps, which the hook lowers on a time-limit request.
 RESUMING_TRAINER = """
 import json, os, sys
@@ -131,7 +131,7 @@ from torchdata.stateful_dataloader import StatefulDataLoader
 from verl.trainer.ppo.checkpoint_callback import build_checkpoint_callback
 from verl.trainer.ppo.v1 import PPOTrainerSync
 from src.trainer import entry
-from tests.launcher.test_train_entry import ActorWorkerGroup, WeightSync
+from tests.helpers.verl_trainer_stand_ins import ActorWorkerGroup, WeightSync
 
 config = OmegaConf.load(os.environ["QE_RL_VERL_CONFIG"])
 ckpt = Path(config.trainer.default_local_dir)
@@ -158,7 +158,7 @@ def test_a_local_resume_of_a_dir_with_an_earlier_slurm_attempts_request_trains_t
     trains steps 3..6 and does not stop after step 3 as the earlier attempt's request asked."""
     from src.data.parquet_io import write_parquet_atomic
     from src.data.rows import Example, make_row
-    from tests.launcher.conftest import launch
+    from tests.helpers.launches import launch
 
     (tmp_path / "models" / "Qwen2.5-0.5B-Instruct").mkdir(parents=True)
     for split in ("train", "val"):

@@ -21,28 +21,7 @@ from omegaconf import OmegaConf, open_dict
 from src import verl_config
 from src.trainer import entry as train_entry
 from src.trainer import time_limit
-
-
-class ActorWorkerGroup:
-    """Stands in for the FSDP actor worker group (GPU): records each save, writes a shard."""
-
-    def __init__(self):
-        self.saves: list[int] = []
-
-    def save_checkpoint(self, local_path, remote_path, global_step, max_ckpt_to_keep=None):
-        Path(local_path).mkdir(parents=True, exist_ok=True)
-        (Path(local_path) / "model_world_size_1_rank_0.pt").write_bytes(b"shard")
-        self.saves.append(global_step)
-
-
-class WeightSync:
-    """Stands in for the rollout replicas' weight sync (GPU) that PPOTrainerSync.on_step_end runs."""
-
-    def __init__(self):
-        self.steps: list[int] = []
-
-    def update_weights(self, step):
-        self.steps.append(step)
+from tests.helpers.verl_trainer_stand_ins import ActorWorkerGroup, WeightSync
 
 
 def trainer(tmp_path: Path, step: int, total: int, save_freq: int):

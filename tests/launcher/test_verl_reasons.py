@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.launcher.conftest import files_under, launch
+from tests.helpers.launches import files_under, launch
 
 
 def _registry(name: str) -> list[str]:

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.refusals import assert_one_line_refusal
+
 REPO = Path(__file__).resolve().parents[2]
 DRIVER = textwrap.dedent("""
     import importlib, signal, sys, threading
@@ -40,8 +42,7 @@ def _pairs(path: Path, n: int) -> Path:
 
 def _one_line_130(result: subprocess.CompletedProcess, start: str) -> None:
     assert result.returncode == 130, (result.returncode, result.stderr[-3000:])
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(start) and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert_one_line_refusal(result.stderr, start)
 
 
 def test_prepare(tmp_path):

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from src.trainer.guard import TrainingGuardStop
-from tests.rewards.test_verl_managers import verl_config_for
+from tests.helpers.verl_reward_harness import verl_config_for
 
 
 class Store:

@@ -24,7 +24,7 @@ import pytest
 
 from src.data.parquet_io import write_parquet_atomic
 from src.data.rows import Example, make_row
-from tests.rewards.conftest import NETGUARD
+from tests.helpers.scorer_service import NETGUARD
 
 EXAMPLE = Example(src="这只猫坐在垫子上。", tgt="The cat sat on the mat.", src_lang="zh", tgt_lang="en")
 

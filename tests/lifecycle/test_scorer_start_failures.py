@@ -10,7 +10,7 @@ import pytest
 
 from src.plan import ScorerModelSpec, ScorerPlan
 from src.node.scorer_service import ScorerError, ScorerProcess
-from tests.rewards.conftest import NETGUARD, SCORER_PYTHON
+from tests.helpers.scorer_service import NETGUARD, SCORER_PYTHON
 
 REPO = Path(__file__).resolve().parents[2]
 

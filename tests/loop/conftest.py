@@ -23,13 +23,12 @@ from pathlib import Path
 import pytest
 
 from src.node import leftovers
+from tests.helpers.env import LEAKY_ENV
 
 REPO = Path(__file__).resolve().parents[2]
 LOOP_PYTHON = REPO / ".venv-loop" / "bin" / "python"
-# user-level locations and a GPU pretence the loop must not see
 # how long a launch's processes may take to exit after the launcher returned
 EXIT_GRACE_S = 20
-LEAKY_ENV = ("QE_RL_MODELS", "QE_RL_DATA", "QE_RL_RESULTS", "HF_HOME", "HF_HUB_CACHE", "CUDA_VISIBLE_DEVICES")
 
 
 @dataclass

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.rewards.conftest import TOKEN, scorer_service, tiny_comet_dir  # noqa: F401  (fixtures)
+from tests.helpers.scorer_service import TOKEN
 
 REPO = Path(__file__).resolve().parents[2]
 PAIRS = [{"src": "这只猫坐在垫子上。", "tgt": "The cat sat on the mat.", "lang_pair": "zh-en"},

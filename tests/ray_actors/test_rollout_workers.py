@@ -29,8 +29,9 @@ import time
 
 import pytest
 
-from tests.rewards.test_verl_managers import RESPONSE, SRC, clip01, sample, xcomet_of
-from tests.rewards.conftest import extra_info
+from tests.helpers.reward_config import extra_info
+from tests.helpers.reward_example import RESPONSE, SRC, clip01, xcomet_of
+from tests.helpers.verl_reward_harness import sample
 
 START_S = 300  # the actor's start: verl and torch imported on a loaded 2-core machine
 

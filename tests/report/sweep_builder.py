@@ -19,7 +19,7 @@ import yaml
 
 from src.record import identity as run_identity
 from src.record import sweep_summary
-from tests.launcher.conftest import launch
+from tests.helpers.launches import launch
 
 SWEEP = ["algo=grpo,dapo", "seed=1,2"]
 PROMPTS, SAMPLES, RESPONSE_WIDTH, PROMPT_WIDTH, GPUS = 4, 2, 16, 12, 4

@@ -26,6 +26,7 @@ from src.report.sweep_dirs import find_runs
 
 from . import sweep_builder as sb
 from .browser import png_size
+from tests.helpers.refusals import assert_one_line_refusal
 
 STEPS = {("grpo", 1): 6, ("grpo", 2): 6, ("dapo", 1): 6, ("dapo", 2): 3}
 ERROR = "RunError: training command exited with code 1 <img src=x onerror=\"document.title='pwned'\">"
@@ -239,9 +240,7 @@ def test_run_dirs_given_one_by_one_and_older_layouts(sweep, built_run, tmp_path,
 
 def _refused(capsys, argv: list[str]) -> str:
     assert main(argv) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("report: error: "), err
-    return err[0][len("report: error: "):]
+    return assert_one_line_refusal(capsys.readouterr().err, "report: error: ")[len("report: error: "):]
 
 
 def test_bad_input_is_one_line_and_writes_nothing(sweep, tmp_path, capsys):

@@ -23,7 +23,7 @@ import pytest
 from matplotlib.image import imread
 
 from src.report import build_report
-from src.report.samples_page import _HEADERS, _SCRIPT, _SEVERITY_COLOURS
+from src.report.samples_page import HEADERS, SEVERITY_COLOURS, SORT_SCRIPT
 from src.scorer.vocabulary import SEVERITIES
 
 from . import run_builder as rb
@@ -70,12 +70,12 @@ def rgb(hex_colour: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def hostile_report(tmp_path_factory, report_tokenizer):
+def hostile_report(tmp_path_factory, tokenizer):
     """The report of a run (with held-out metrics: COMET-DA, and MetricX-24 on its own axis) whose
     validation generations are hostile."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(rb, "VAL_SAMPLES", HOSTILE_SAMPLES)
-        run = rb.build_run(tmp_path_factory.mktemp("runs") / "hostile-run", report_tokenizer, held_out=True,
+        run = rb.build_run(tmp_path_factory.mktemp("runs") / "hostile-run", tokenizer, held_out=True,
                            metricx=True)
     return build_report(run)
 
@@ -87,7 +87,7 @@ def samples(hostile_report, browser):
 
 def test_no_injected_script_runs(samples):
     # the one script the page compiled is its own sorting script; no handler attribute, no javascript: URL
-    assert [s.strip() for s in samples.page_scripts()] == [_SCRIPT.strip()]
+    assert [s.strip() for s in samples.page_scripts()] == [SORT_SCRIPT.strip()]
     assert samples.eval("document.title") == "Validation samples: hostile-run"
     assert samples.errors() == []
 
@@ -101,7 +101,7 @@ def test_injected_markup_is_shown_as_text(samples):
     assert samples.eval("[...document.querySelectorAll('[onerror], [onload], [onmouseover]')].length") == 0
     # every row keeps its 7 cells: `</td>` in a translation broke no cell
     rows = samples.eval("[...document.querySelectorAll('table.samples tbody tr')].map(r => r.cells.length)")
-    assert rows == [len(_HEADERS)] * (len(HOSTILE_SAMPLES) * VALIDATED_STEPS)
+    assert rows == [len(HEADERS)] * (len(HOSTILE_SAMPLES) * VALIDATED_STEPS)
     # the hostile strings are the text of their cells, as the model wrote them
     texts = samples.eval("[...document.querySelectorAll('details[open] td.text')].map(td => td.textContent)")
     for hostile in HOSTILE_TEXTS:
@@ -116,7 +116,7 @@ def test_error_spans_render_by_severity(samples):
         shown: m.getBoundingClientRect().width > 0}))""")
     assert [(m["cls"], m["text"]) for m in marks] == [
         ("sev-major", " in"), ("sev-critical", SCRIPT_T), ("sev-minor", "onerror"), ("sev-minor", "不错")]
-    colours = dict(zip(SEVERITIES, _SEVERITY_COLOURS, strict=True))
+    colours = dict(zip(SEVERITIES, SEVERITY_COLOURS, strict=True))
     for m in marks:
         assert m["shown"] and m["bg"] == rgb(colours[m["cls"][4:]]), m
     # the span that could not be placed is listed as text, its hostile severity kept inside the class

@@ -8,18 +8,11 @@ import stat
 import pytest
 
 from src.report.cli import main
-from tests.data.limited_dirs import full_dir, read_only_dir
+from tests.helpers.limited_dirs import full_dir, read_only_dir
+from tests.helpers.refusals import assert_one_line_refusal
 
 OUTPUTS = sorted(["rewards.png", "step_time.png", "throughput.png", "gpu_wait.png", "held_out.png", "val_samples.html",
                   "summary.md"])
-
-
-def _one_error_line(capsys, *needles) -> str:
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("report: error: "), err
-    for needle in needles:
-        assert needle in err, err
-    return err
 
 
 def _exit_code(argv) -> int:
@@ -39,7 +32,7 @@ def _exit_code(argv) -> int:
 ])
 def test_numbers_no_run_can_have_are_refused(run_dir, capsys, flag, value, needle):
     assert _exit_code([str(run_dir), flag, value]) == 2
-    _one_error_line(capsys, needle)
+    assert_one_line_refusal(capsys.readouterr().err, "report: error: ", needle)
     assert not (run_dir / "report").exists()
 
 
@@ -47,7 +40,7 @@ def test_out_that_is_a_file_is_one_line(run_dir, tmp_path, capsys):
     target = tmp_path / "notes.md"
     target.write_text("mine")
     assert main([str(run_dir), "--out", str(target)]) == 2
-    _one_error_line(capsys, f"--out {target} is a file, not a directory")
+    assert_one_line_refusal(capsys.readouterr().err, "report: error: ", f"--out {target} is a file, not a directory")
     assert target.read_text() == "mine"
 
 
@@ -56,7 +49,8 @@ def test_out_holding_other_files_is_not_written_into(run_dir, tmp_path, capsys):
     thesis.mkdir()
     (thesis / "summary.md").write_text("# Chapter 4\n")
     assert main([str(run_dir), "--out", str(thesis)]) == 2
-    _one_error_line(capsys, f"--out {thesis} holds files a report did not write (summary.md)")
+    assert_one_line_refusal(capsys.readouterr().err,
+                            "report: error: ", f"--out {thesis} holds files a report did not write (summary.md)")
     assert [p.name for p in thesis.iterdir()] == ["summary.md"]
     assert (thesis / "summary.md").read_text() == "# Chapter 4\n"
 
@@ -78,7 +72,7 @@ def test_verl_config_that_is_not_a_yaml_mapping_is_one_line(run_dir, tmp_path, c
     cfg = tmp_path / "verl.yaml"
     cfg.write_text(text)
     assert main([str(run_dir), "--verl-config", str(cfg)]) == 2
-    _one_error_line(capsys, f"verl config {cfg} ", needle)
+    assert_one_line_refusal(capsys.readouterr().err, "report: error: ", f"verl config {cfg} ", needle)
     assert not (run_dir / "report").exists()
 
 
@@ -86,13 +80,14 @@ def test_verl_config_not_utf8_is_one_line(run_dir, tmp_path, capsys):
     cfg = tmp_path / "verl.yaml"
     cfg.write_bytes("trainer: 训练\n".encode("gbk"))
     assert main([str(run_dir), "--verl-config", str(cfg)]) == 2
-    _one_error_line(capsys, f"verl config {cfg} is not UTF-8 text")
+    assert_one_line_refusal(capsys.readouterr().err, "report: error: ", f"verl config {cfg} is not UTF-8 text")
 
 
 def test_read_only_out_is_refused_before_reading_the_run(run_dir, tmp_path, capsys):
     with read_only_dir(tmp_path / "ro") as ro:
         assert main([str(run_dir), "--out", str(ro / "report")]) == 2
-        _one_error_line(capsys, f"cannot write the report to {ro}/report: cannot write in {ro}")
+        assert_one_line_refusal(capsys.readouterr().err,
+                                "report: error: ", f"cannot write the report to {ro}/report: cannot write in {ro}")
         assert list(ro.iterdir()) == []
 
 
@@ -102,8 +97,9 @@ def test_full_out_is_one_line_and_the_previous_report_stays(run_dir, tmp_path, c
     with full_dir(tmp_path / "full", keep={f"report/{n}": data for n, data in previous.items()}) as full:
         capsys.readouterr()
         assert main([str(run_dir), "--out", str(full / "report"), "--gpus", "4"]) == 1
-        _one_error_line(capsys, f"cannot write the report to {full}/report: ", "No space left on device",
-                        "nothing was replaced")
+        assert_one_line_refusal(capsys.readouterr().err, "report: error: ",
+                                f"cannot write the report to {full}/report: ", "No space left on device",
+                                "nothing was replaced")
         assert {p.name: p.read_bytes() for p in (full / "report").iterdir()} == previous
         assert sorted(p.name for p in full.iterdir()) == ["filler", "report"]
 
@@ -131,8 +127,9 @@ def test_run_that_stopped_before_step_1_points_to_train_log(tmp_path, capsys):
     (run / "train.log").write_text("starting verl\nTraceback (most recent call last):\n"
                                    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n\n")
     assert main([str(run)]) == 2
-    line = _one_error_line(capsys, f"no training step was logged in {run}: {ckpt}/metrics is empty; training "
+    line = assert_one_line_refusal(capsys.readouterr().err, "report: error: ",
+                                   f"no training step was logged in {run}: {ckpt}/metrics is empty; training "
                                    f"stopped before its first step, see {run}/train.log",
-                           "(last line: torch.OutOfMemoryError: CUDA out of memory.")
+                                   "(last line: torch.OutOfMemoryError: CUDA out of memory.")
     assert "VERL_FILE_LOGGER_PATH" not in line
     assert not (run / "report").exists()

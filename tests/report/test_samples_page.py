@@ -54,9 +54,9 @@ def _parse(html):
 
 
 @pytest.mark.parametrize("with_src", [False, True])
-def test_page_from_a_run_escapes_text_and_highlights_spans(run_dir, report_tokenizer, with_src, tmp_path):
+def test_page_from_a_run_escapes_text_and_highlights_spans(run_dir, tokenizer, with_src, tmp_path):
     if with_src:  # the reward function returned `src`; otherwise it is recovered from the prompt
-        rb.build_run(tmp_path / "with-src", report_tokenizer, with_src=True)
+        rb.build_run(tmp_path / "with-src", tokenizer, with_src=True)
         run_dir = tmp_path / "with-src"
     html = render_samples_page(load_run(run_dir).val_samples, "Validation samples: <run>")
     page = _parse(html)

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from tests import launch_server
-from tests.rewards.conftest import extra_info, kwargs_for
-from tests.rewards.test_verl_managers import (MT, REF, RESPONSE, SRC, bleu, clip01, kiwi_of, manager, run, sample,
-                                             tokenizer, verl_config_for)
+from tests.helpers.reward_config import extra_info, kwargs_for
+from tests.helpers.reward_example import MT, REF, RESPONSE, SRC, bleu, clip01, kiwi_of
+from tests.helpers.verl_reward_harness import manager, run, sample, verl_config_for
 
 __all__ = ["tokenizer"]  # the module-scoped fixture, shared
 
@@ -126,7 +126,7 @@ def test_every_key_of_a_reward_result_is_a_component_or_a_taken_name(loop, overr
     compute_score returns beside the components: a key added to the result must be added there."""
     from src.rewards.compute import compute_score
     from src.rewards.launch import taken_names
-    from tests.rewards.conftest import extra_info, kwargs_for
+    from tests.helpers.reward_config import extra_info, kwargs_for
 
     kw = kwargs_for("comet", *overrides)
     result = loop.run_until_complete(compute_score("x/zh-en", "<translate>The cat.</translate>", "The cat.",

@@ -6,8 +6,8 @@ import json
 from src.report.run_files import REWARD_COMPONENTS_DIR, load_reward_components
 from src.rewards import components_log
 from src.rewards.compute import compute_score
-from tests.rewards.conftest import extra_info, kwargs_for
-from tests.rewards.test_verl_managers import REF, RESPONSE, SRC
+from tests.helpers.reward_config import extra_info, kwargs_for
+from tests.helpers.reward_example import REF, RESPONSE, SRC
 
 
 def test_written_when_the_env_var_is_set_and_read_by_the_report(loop, scorer_env, monkeypatch, tmp_path):

@@ -12,7 +12,7 @@ from src.rewards.compute import compute_score
 from src.rewards.degenerate import copy_similarity, detect, script_share
 from src.rewards.parsing import parse_response
 from src.rewards.settings import DegenerateSettings
-from tests.rewards.conftest import extra_info, kwargs_for
+from tests.helpers.reward_config import extra_info, kwargs_for
 
 SRC_ZH = "这只猫坐在垫子上。"
 REF_EN = "The cat sat on the mat."

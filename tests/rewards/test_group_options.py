@@ -8,8 +8,8 @@ import pytest
 from src.rewards.compute import compute_score
 from src.rewards.group_kwargs import reward_kwargs
 from src.rewards.settings import RewardConfigError, RewardSettings, score_bounds
-from tests.rewards.conftest import _composed, extra_info, kwargs_for
-from tests.rewards.test_verl_managers import MT, REF, RESPONSE, SRC, bleu, clip01, kiwi_of, ok_share, xcomet_of
+from tests.helpers.reward_config import composed, extra_info, kwargs_for
+from tests.helpers.reward_example import MT, REF, RESPONSE, SRC, bleu, clip01, kiwi_of, ok_share, xcomet_of
 
 
 def score(loop, kw, split="train", response=RESPONSE, reference=REF):
@@ -20,7 +20,7 @@ def score(loop, kw, split="train", response=RESPONSE, reference=REF):
 def test_comet_reference_based_comet_da(loop, scorer_env):
     kw = kwargs_for("comet", "reward.sentence_models=[comet_da]", "reward.weights.kiwi=0", "reward.weights.comet=1")
     out = score(loop, kw)
-    da = scorer_env.score("comet_da", [{"src": SRC, "mt": MT, "ref": REF}])[0]["score"]
+    da = scorer_env.results("comet_da", [{"src": SRC, "mt": MT, "ref": REF}])[0]["score"]
     assert out["comet"] == pytest.approx(da, abs=1e-4) and out["kiwi"] is None
     assert out["score"] == pytest.approx(1 + bleu() / 100 + clip01(da), abs=1e-4)
     # validation still uses CometKiwi, and logs COMET-DA beside it
@@ -94,7 +94,7 @@ def test_mode_eval_trains_without_the_span_model_and_logs_it_at_validation(loop,
     (("reward=metricx", "reward.weights.metricx=0"), "every reward.weights.* is 0"),
 ])
 def test_an_all_zero_training_reward_is_refused_in_every_mode(overrides, why):
-    cfg = _composed(overrides)
+    cfg = composed(overrides)
     with pytest.raises(RewardConfigError) as err:
         reward_kwargs(cfg["reward"], cfg["scorer"]["models"])
     message = str(err.value)
@@ -103,7 +103,7 @@ def test_an_all_zero_training_reward_is_refused_in_every_mode(overrides, why):
 
 
 def test_an_all_zero_training_reward_is_one_line_at_launch(tmp_path):
-    from tests.launcher.conftest import launch
+    from tests.helpers.launches import launch
 
     out = launch(["reward=comet", "reward.weights.bleu=0", "reward.weights.kiwi=0", "dry_run=true",
                   f"paths.output_dir={tmp_path}/out", f"paths.results_root={tmp_path}/r"])
@@ -124,7 +124,7 @@ def test_mode_off_never_calls_the_span_model(loop, scorer_env):
 
 
 def test_settings_refuse_what_cannot_work():
-    cfg = _composed(("reward=comet",))
+    cfg = composed(("reward=comet",))
     bad = dict(cfg["reward"], weights={**cfg["reward"]["weights"], "comet": 1.0})
     with pytest.raises(RewardConfigError, match=r"reward.weights.comet=1.0 needs a reference-based COMET-DA"):
         reward_kwargs(bad, cfg["scorer"]["models"])
@@ -140,7 +140,7 @@ def test_settings_refuse_what_cannot_work():
 
 
 def test_a_bad_reward_setting_is_one_line_at_launch(tmp_path):
-    from tests.launcher.conftest import launch
+    from tests.helpers.launches import launch
 
     out = launch(["reward=comet", "reward.weights.comet=1", "dry_run=true", f"paths.output_dir={tmp_path}",
                   f"paths.results_root={tmp_path}/r"])

@@ -13,7 +13,7 @@ from src.rewards.guards import NAMES, check, coverage_ratio, repeated_share, unt
 from src.rewards.guard_settings import read_guards
 from src.rewards.settings import RewardConfigError
 from tests.fixtures import hack_set
-from tests.rewards.conftest import _composed, extra_info, kwargs_for
+from tests.helpers.reward_config import composed, extra_info, kwargs_for
 
 ZH = "孩子们在公园里踢足球，父母在旁边看着。"
 EN = "The children are playing football in the park while their parents watch."
@@ -21,7 +21,7 @@ EN = "The children are playing football in the park while their parents watch."
 
 def _config(**enable) -> dict:
     """The default yaml's guards, with the given ones switched (all others off)."""
-    cfg = json.loads(json.dumps(dict(_composed(())["reward"]["guards"]), default=list))
+    cfg = json.loads(json.dumps(dict(composed(())["reward"]["guards"]), default=list))
     return {name: {**sub, "enable": bool(enable.get(name, False))} for name, sub in cfg.items()}
 
 
@@ -208,7 +208,7 @@ def test_the_hack_set_covers_both_directions_and_every_kind():
 
 def test_default_guards_meet_the_targets_on_the_hack_set():
     """For each guard on by default: >= 90% of its kind caught; no clean answer flagged by any."""
-    cfg = json.loads(json.dumps(dict(_composed(())["reward"]["guards"]), default=list))
+    cfg = json.loads(json.dumps(dict(composed(())["reward"]["guards"]), default=list))
     s = read_guards(cfg)
     on = s.enabled()
     assert {"wrong_language", "repetition", "code_mix"} <= set(on)

@@ -20,7 +20,7 @@ from src.rewards.guards import check, identify
 from src.rewards.lid import fasttext_lid, known_languages, lid_code
 from src.rewards.settings import RewardConfigError
 from tests import launch_server
-from tests.rewards.conftest import _composed, extra_info, kwargs_for
+from tests.helpers.reward_config import composed, extra_info, kwargs_for
 
 ZH = "孩子们在公园里踢足球，父母在旁边看着。"
 EN = "The children are playing football in the park while their parents watch."
@@ -95,7 +95,7 @@ def lid_model(tmp_path_factory) -> str:
 
 def _config(model: str | None, languages=("en", "fr", "de", "zh", "ja", "tok")) -> dict:
     """The default yaml's guards with only wrong_language on, using `model`."""
-    cfg = json.loads(json.dumps(dict(_composed(())["reward"]["guards"]), default=list))
+    cfg = json.loads(json.dumps(dict(composed(())["reward"]["guards"]), default=list))
     cfg = {name: {**sub, "enable": name == "wrong_language"} for name, sub in cfg.items()}
     cfg["wrong_language"].update(model=model, languages=list(languages))
     return cfg
@@ -165,7 +165,7 @@ def test_the_option_reaches_the_reward_workers(lid_model, loop, no_scorer_env):
 
 
 def test_a_relative_model_path_is_under_the_checkout(lid_model, tmp_path):
-    cfg = _composed(("reward=comet", "reward.guards.wrong_language.model=lid/model.bin",
+    cfg = composed(("reward=comet", "reward.guards.wrong_language.model=lid/model.bin",
                      "reward.guards.wrong_language.languages=[en,fr]"))
     (tmp_path / "lid").mkdir()
     (tmp_path / "lid" / "model.bin").write_bytes(open(lid_model, "rb").read())
@@ -195,7 +195,7 @@ def test_a_missing_model_is_refused_by_the_launcher(tmp_path):
     out = tmp_path / "out"
     res = launch_server.launch(["reward=comet", f"reward.guards.wrong_language.model={missing}",
                                 f"paths.output_dir={out}", "dry_run=true"], env=dict(os.environ),
-                               cwd=_composed(())["paths"]["root_dir"])
+                               cwd=composed(())["paths"]["root_dir"])
     assert res.returncode == 2, res.stderr[-2000:]
     lines = [line for line in res.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith(f"error: reward.guards.wrong_language.model: {missing} not found")

@@ -18,7 +18,8 @@ from src.evaluate import inspect_reward as tool
 from src.rewards.bleu import sentence_bleu
 from src.rewards.compute import compute_score
 from src.rewards.settings import RewardSettings
-from tests.rewards.conftest import TOKEN, extra_info, kwargs_for
+from tests.helpers.reward_config import extra_info, kwargs_for
+from tests.helpers.scorer_service import TOKEN
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "tests" / "fixtures" / "inspect_example.jsonl"
@@ -169,11 +170,11 @@ def test_with_the_scorer_equals_compute_score(reward, scorer_service, tmp_path, 
     clean = next(g for g in got if g["id"] == "clean-zh-en")
     row = next(r for r in rows_of(EXAMPLE) if r["id"] == "clean-zh-en")
     if reward == "comet":  # the service's own answer for the same input
-        kiwi = scorer_service.score("cometkiwi_da", [{"src": row["src"], "mt": row["hyp"]}])[0]["score"]
+        kiwi = scorer_service.results("cometkiwi_da", [{"src": row["src"], "mt": row["hyp"]}])[0]["score"]
         assert clean["components"]["kiwi"] == pytest.approx(kiwi, abs=1e-4)
         assert clean["components"]["kiwi"] is not None and clean["guards"] == []
     else:
-        xcomet = scorer_service.score("xcomet_xl", [{"src": row["src"], "mt": row["hyp"], "lang": "en"}],
+        xcomet = scorer_service.results("xcomet_xl", [{"src": row["src"], "mt": row["hyp"], "lang": "en"}],
                                       ["score", "spans"])[0]["score"]
         assert clean["components"]["xcomet"] == pytest.approx(xcomet, abs=1e-4)
     assert "clean-zh-en" in stdout
@@ -192,7 +193,7 @@ def test_without_scorer_url_a_service_is_started_as_evaluate_starts_it(tiny_come
     row = next(r for r in rows_of(EXAMPLE) if r["id"] == "clean-zh-en")
     clean = next(g for g in rows_of(out) if g["id"] == "clean-zh-en")
     # the same tiny checkpoint as the session's service: the same answer
-    kiwi = scorer_service.score("cometkiwi_da", [{"src": row["src"], "mt": row["hyp"]}])[0]["score"]
+    kiwi = scorer_service.results("cometkiwi_da", [{"src": row["src"], "mt": row["hyp"]}])[0]["score"]
     assert clean["components"]["kiwi"] == pytest.approx(kiwi, abs=1e-4)
     assert "QE_SCORER_URL" not in os.environ or os.environ["QE_SCORER_URL"] != scorer_service.url
 

@@ -13,7 +13,7 @@ from src.rewards.components import ComponentInput
 from src.rewards.group_kwargs import reward_kwargs
 from src.rewards.settings import RewardConfigError, RewardSettings
 from src.scorer import backends, vocabulary
-from tests.rewards.conftest import _composed, kwargs_for
+from tests.helpers.reward_config import composed, kwargs_for
 
 METRICX = components.get_component("metricx")
 SIX = {"bleu", "comet", "kiwi", "xcomet", "mqm", "ok_ratio"}  # the components every run has had
@@ -115,7 +115,7 @@ def test_the_xxl_model_is_read_as_metricx_too():
     (("reward=metricx", "reward.metricx.reference=yes-please"), "reward.metricx must be {reference: true|false}"),
 ])
 def test_refusals_are_one_line(overrides, message):
-    cfg = _composed(overrides)
+    cfg = composed(overrides)
     with pytest.raises(RewardConfigError) as err:
         reward_kwargs(cfg["reward"], cfg["scorer"]["models"])
     assert message in str(err.value) and "\n" not in str(err.value)

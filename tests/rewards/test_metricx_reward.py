@@ -7,80 +7,22 @@ better) is logged, 1 - score/25 is what the reward adds."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import time
 
 import pytest
 
-from tests.rewards.conftest import NETGUARD, REPO, SCORER_PYTHON, TOKEN, Service, extra_info, kwargs_for
-from tests.rewards.test_verl_managers import (MT, REF, RESPONSE, SRC, bleu, check_common, clip01, manager, run,
-                                             sample, tokenizer)
-
-__all__ = ["tokenizer"]  # the module-scoped fixture, shared
-
-MODEL = "metricx24_xl"  # conf/scorer's name for MetricX-24 XL: the reward kwargs built from conf talk to it
+from tests.helpers.reward_config import extra_info, kwargs_for
+from tests.helpers.reward_example import MT, REF, RESPONSE, SRC, bleu, check_common, clip01
+from tests.helpers.scorer_service import METRICX_MODEL, TOKEN
+from tests.helpers.verl_reward_harness import manager, run, sample
 
 
-def start_metricx_service(tiny_dir, folder) -> Service:
-    """The QE service as the runner starts it, serving the tiny CometKiwi as cometkiwi_da and the tiny
-    MetricX-24 (and its mT5-style tokenizer) as metricx24_xl."""
-    from src.scorer.config import ModelSpec, ScorerConfig, dump_config
-    from src.tiny_models import metricx as tiny_metricx
-
-    config, ready, log = folder / "scorer.yaml", folder / "ready.json", folder / "scorer.log"
-    specs = {"cometkiwi_da": ModelSpec(path=str(tiny_dir / "models" / "cometkiwi"), kind="cometkiwi"),
-             MODEL: ModelSpec(path=str(tiny_dir / tiny_metricx.MODEL_DIR), kind="metricx",
-                              tokenizer=str(tiny_dir / tiny_metricx.TOKENIZER_DIR))}
-    dump_config(ScorerConfig(models=specs, max_wait_ms=2.0), config)
-    env = dict(os.environ, QE_SCORER_TOKEN=TOKEN, PYTHONPATH=os.pathsep.join([str(NETGUARD), str(REPO)]))
-    with open(log, "w") as err:
-        proc = subprocess.Popen([str(SCORER_PYTHON), "-m", "src.scorer.serve", "--config", str(config),
-                                 "--ready-file", str(ready)], cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=err)
-    deadline = time.monotonic() + 240
-    while not ready.exists():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            proc.wait()
-            pytest.fail(f"the metricx scorer service did not start: {log.read_text()[-3000:]}")
-        time.sleep(0.1)
-    return Service(proc=proc, url=json.loads(ready.read_text())["url"], log=log)
-
-
-def stop(service: Service) -> None:
-    service.proc.send_signal(signal.SIGTERM)
-    try:
-        service.proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        service.proc.kill()
-        service.proc.wait()
-
-
-@pytest.fixture(scope="session")
-def metricx_service(tiny_comet_dir, tmp_path_factory):
-    svc = start_metricx_service(tiny_comet_dir, tmp_path_factory.mktemp("metricx-scorer"))
-    yield svc
-    stop(svc)
-
-
-@pytest.fixture
-def metricx_env(metricx_service, monkeypatch):
-    """The environment the runner gives verl's reward workers."""
-    monkeypatch.setenv("QE_SCORER_URL", metricx_service.url)
-    monkeypatch.setenv("QE_SCORER_TOKEN", TOKEN)
-    monkeypatch.setenv("QE_SCORER_LOG", str(metricx_service.log))
-    monkeypatch.delenv("QE_REWARD_COMPONENTS_DIR", raising=False)
-    return metricx_service
-
-
-def metricx_of(svc: Service, ref: str | None = None) -> float:
+def metricx_of(svc, ref: str | None = None) -> float:
     """The raw MetricX-24 score the service gives MT (QE mode; reference mode with `ref`)."""
-    return svc.score(MODEL, [{"src": SRC, "mt": MT, **({"ref": ref} if ref else {})}])[0]["score"]
+    return svc.results(METRICX_MODEL, [{"src": SRC, "mt": MT, **({"ref": ref} if ref else {})}])[0]["score"]
 
 
-def kiwi_of(svc: Service) -> float:
-    return svc.score("cometkiwi_da", [{"src": SRC, "mt": MT}])[0]["score"]
+def kiwi_of(svc) -> float:
+    return svc.results("cometkiwi_da", [{"src": SRC, "mt": MT}])[0]["score"]
 
 
 @pytest.mark.parametrize("algo", ["grpo", "dapo"])
@@ -90,7 +32,7 @@ def test_metricx_group_training_row_through_verls_manager(tokenizer, metricx_env
     info = extra_info(SRC)
     extra = check_common(run(mgr, sample(tokenizer, RESPONSE, info)), info)
     after = metricx_env.items_by_model()
-    assert after.get(MODEL, 0) == before.get(MODEL, 0) + 1  # one item, for this answer
+    assert after.get(METRICX_MODEL, 0) == before.get(METRICX_MODEL, 0) + 1  # one item, for this answer
     assert after.get("cometkiwi_da", 0) == before.get("cometkiwi_da", 0)
     raw = metricx_of(metricx_env)  # QE mode: source + translation
     assert 0.0 < raw < 25.0 and raw != metricx_of(metricx_env, REF)  # a score the two modes tell apart
@@ -125,11 +67,11 @@ def test_reference_mode_sends_the_reference(loop, metricx_env):
 def test_metricx_held_out_in_another_groups_validation(tokenizer, metricx_env):
     """reward=comet trains on CometKiwi; MetricX-24 in validation_models is logged at validation with
     weight 0 (held out: the report sets it beside kiwi) and never asked on training rows."""
-    overrides = ("reward=comet", "algo=grpo", f"reward.validation_models=[cometkiwi_da,{MODEL}]")
+    overrides = ("reward=comet", "algo=grpo", f"reward.validation_models=[cometkiwi_da,{METRICX_MODEL}]")
     mgr = manager(tokenizer, *overrides)
-    before = metricx_env.items_by_model().get(MODEL, 0)
+    before = metricx_env.items_by_model().get(METRICX_MODEL, 0)
     train = run(mgr, sample(tokenizer, RESPONSE, extra_info(SRC)))["reward_extra_info"]
-    assert train["metricx"] is None and metricx_env.items_by_model().get(MODEL, 0) == before
+    assert train["metricx"] is None and metricx_env.items_by_model().get(METRICX_MODEL, 0) == before
     kiwi = kiwi_of(metricx_env)
     assert train["score"] == pytest.approx(1.0 + bleu() / 100 + clip01(kiwi), abs=1e-4)
     val = run(mgr, sample(tokenizer, RESPONSE, extra_info(SRC, split="val")))["reward_extra_info"]
@@ -162,14 +104,14 @@ def test_fuzz_metricx_scores_stay_finite_and_in_range(loop, metricx_env):
     """The fuzz set of tests/rewards/test_fuzz.py (random unicode, control characters, tag soup, huge
     responses) against reward=metricx: a finite score inside the configured range, a raw MetricX-24 in
     [0, 25] wherever it was computed, and a fair share that reached the service."""
-    from tests.rewards.test_fuzz import fuzz
+    from tests.helpers.reward_fuzz import fuzz
 
     def in_range(out):
         assert out["metricx"] is None or 0.0 <= out["metricx"] <= 25.0
 
     kw = kwargs_for("metricx")
-    before = metricx_env.items_by_model().get(MODEL, 0)
+    before = metricx_env.items_by_model().get(METRICX_MODEL, 0)
     seen = fuzz(loop, kw, max_examples=700, also=in_range)
     assert len(seen) >= 500
     assert sum(1 for o in seen if o["metricx"] is not None) >= 20
-    assert metricx_env.items_by_model().get(MODEL, 0) - before >= 20
+    assert metricx_env.items_by_model().get(METRICX_MODEL, 0) - before >= 20

@@ -19,8 +19,9 @@ import numpy as np
 import pytest
 import sacrebleu
 
-from tests.rewards.conftest import extra_info
-from tests.rewards.test_verl_managers import REF, SRC, manager, run, sample, tokenizer, verl_config_for
+from tests.helpers.reward_config import extra_info
+from tests.helpers.reward_example import REF, SRC
+from tests.helpers.verl_reward_harness import manager, run, sample, verl_config_for
 
 __all__ = ["tokenizer"]  # the module-scoped fixture, shared
 
@@ -267,7 +268,7 @@ def test_per_component_dry_run_is_accepted_by_verl(algo, gpus, tmp_path):
     from src.config import compose_config
     from src.plan import build_plan
     from src.rewards import normalise
-    from tests.launcher.test_verl_oracle import verl_accepts
+    from tests.helpers.verl_oracle import verl_accepts
 
     cfg = compose_config(["reward=comet", f"algo={algo}", f"gpus={gpus}", "reward.normalise=per_component",
                           f"paths.results_root={tmp_path}/results"])
@@ -308,7 +309,7 @@ def test_a_verl_override_that_undoes_it_is_refused(tmp_path):
 
 
 def test_cli_refuses_in_one_line_exit_2_before_anything_is_written(tmp_path):
-    from tests.launcher.conftest import launch
+    from tests.helpers.launches import launch
 
     root = tmp_path / "refused"
     paths = [f"paths.output_dir={root}/outputs", f"paths.results_root={root}/results",

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.rewards.conftest import extra_info, kwargs_for
+from tests.helpers.reward_config import extra_info, kwargs_for
 
 GOLDEN = Path(__file__).resolve().parents[1] / "fixtures" / "reward_golden.json"
 SRC = "这只猫坐在垫子上，看着窗外的鸟。"

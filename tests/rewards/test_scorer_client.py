@@ -9,8 +9,8 @@ import pytest
 
 from src.rewards.client import ScorerNotConfigured, ScorerRefused, ScorerUnavailable
 from src.rewards.compute import compute_score
-from tests.rewards.conftest import extra_info, kwargs_for
-from tests.rewards.test_verl_managers import REF, RESPONSE, SRC
+from tests.helpers.reward_config import extra_info, kwargs_for
+from tests.helpers.reward_example import REF, RESPONSE, SRC
 
 FAST = ("reward.client.retries=2", "reward.client.backoff_s=0.01", "reward.client.timeout_s=0.5")
 

@@ -28,8 +28,9 @@ from src.plan import ScorerModelSpec, ScorerPlan
 from src.rewards.client import ScorerUnavailable, close_clients
 from src.node.training import TrainingStop
 from src.node.scorer_service import ScorerProcess
-from tests.rewards.conftest import NETGUARD, REPO, SCORER_PYTHON, extra_info
-from tests.rewards.test_verl_managers import DATA_SOURCE, manager, sample, tokenizer  # noqa: F401
+from tests.helpers.reward_config import extra_info
+from tests.helpers.scorer_service import NETGUARD, REPO, SCORER_PYTHON
+from tests.helpers.verl_reward_harness import manager, sample
 
 SOURCES = ["这只猫坐在垫子上。", "今天天气很好。", "我们明天去北京。", "他在看书。",
            "这个问题很难回答。", "请把门关上。", "火车晚点了十分钟。", "她喜欢喝绿茶。"]

@@ -15,7 +15,7 @@ from src.node import training
 from src.plan import PlanError
 from src.plan.stop_rules import stop_rules
 from src.trainer.guard import StepGuard, TrainingGuardStop
-from tests.rewards.test_verl_managers import tokenizer, verl_config_for  # noqa: F401  (a fixture)
+from tests.helpers.verl_reward_harness import verl_config_for
 
 
 def _buffer(*overrides: str):
@@ -128,8 +128,9 @@ def test_dapo_filter_key_excludes_the_overlong_penalty(tokenizer, scorer_env):  
     from the function as it returned it). As in the DAPO recipe (which filters on `acc`), the filter
     asks whether a group differs in translation quality; length alone is shaped by the penalty, and
     a group of equally good answers of different lengths must not keep an easy prompt in the batch."""
-    from tests.rewards.test_verl_managers import MT, REF, SRC, manager, run, sample
-    from tests.rewards.conftest import extra_info
+    from tests.helpers.reward_example import MT, REF, SRC
+    from tests.helpers.verl_reward_harness import manager, run, sample
+    from tests.helpers.reward_config import extra_info
 
     mgr = manager(tokenizer, "reward=comet", "algo=dapo")
     cfg = verl_config_for("reward=comet", "algo=dapo")

@@ -22,8 +22,8 @@ import numpy as np
 import pytest
 import torch
 
-from tests.rewards.conftest import extra_info
-from tests.rewards.test_verl_managers import run, verl_config_for
+from tests.helpers.reward_config import extra_info
+from tests.helpers.verl_reward_harness import run, verl_config_for
 
 SRC_ZH = "这只猫坐在垫子上。"
 SRC_EN = "The cat sat on the mat."
@@ -45,16 +45,6 @@ GROUPS = {
 DATA_SOURCES = {"uid-zh-en": "wmt_zh_en/zh-en", "uid-en-zh": "wmt_en_zh/en-zh"}
 MQM = {"minor": 1.0, "major": 5.0, "critical": 10.0}
 STEP = 7
-
-
-@pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory):
-    from transformers import AutoTokenizer
-
-    from tests.fixtures.tiny_tokenizer import build_tiny_tokenizer
-
-    path = build_tiny_tokenizer(tmp_path_factory.mktemp("tok"))
-    return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
 
 
 def response_ids(tokenizer, response: str) -> list[int]:
@@ -136,7 +126,7 @@ def expected_penalties(tokenizer, scorer, uid: str, response: str, extra: dict) 
         return pens
     translation = extra["translation"]
     _, _, tgt_lang, _ = GROUPS[uid]
-    spans = scorer.score("xcomet_xl", [{"src": GROUPS[uid][0], "mt": translation, "lang": tgt_lang}],
+    spans = scorer.results("xcomet_xl", [{"src": GROUPS[uid][0], "mt": translation, "lang": tgt_lang}],
                          ["score", "spans"])[0]["spans"]
     at = response.index(translation, response.index("<translate>"))
     offsets = tokenizer(response, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]

@@ -11,8 +11,8 @@ import pytest
 from src import verl_config
 from src.config import compose_config
 from src.plan import PlanError, build_plan
-from tests.launcher.conftest import launch
-from tests.launcher.test_verl_oracle import verl_accepts
+from tests.helpers.launches import launch
+from tests.helpers.verl_oracle import verl_accepts
 
 COMBOS = list(itertools.product(["grpo", "dapo"], ["2", "3", "4", "8"]))
 

@@ -69,16 +69,6 @@ TABLE = [
 ]
 
 
-@pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory):
-    from transformers import AutoTokenizer
-
-    from tests.fixtures.tiny_tokenizer import build_tiny_tokenizer
-
-    path = build_tiny_tokenizer(tmp_path_factory.mktemp("tok"))
-    return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-
-
 def credit_settings(source="spans", scale=1.0) -> ranges.CreditSettings:
     return ranges.CreditSettings.from_kwargs({"severity_weights": WEIGHTS, "scale": scale, "source": source})
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.rewards.conftest import extra_info
-from tests.rewards.test_verl_managers import MT, SRC, manager, run, sample, tokenizer  # noqa: F401
+from tests.helpers.reward_config import extra_info
+from tests.helpers.reward_example import MT, SRC
+from tests.helpers.verl_reward_harness import manager, run, sample
 
 # max_response_length 300 with the 256-token buffer: anything past 44 response tokens is "overlong"
 SHORT_BUDGET = ("data.max_response_length=300",)

@@ -8,112 +8,14 @@ weights for the total.
 from __future__ import annotations
 
 import json
-from functools import lru_cache
 
 import numpy as np
 import pytest
-import sacrebleu
-import torch
 
-from tests.rewards.conftest import extra_info
-
-SRC = "这只猫坐在垫子上。"
-REF = "The cat sat on the mat."
-MT = "The cat is sitting on the mat."
-RESPONSE = f"<think>猫 is cat; 垫子 is mat.</think>\n<translate>{MT}</translate>"
-DATA_SOURCE = "wmt_zh_en/zh-en"
-
-
-@pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory):
-    from transformers import AutoTokenizer
-
-    from tests.fixtures.tiny_tokenizer import build_tiny_tokenizer
-
-    path = build_tiny_tokenizer(tmp_path_factory.mktemp("tok"))
-    return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-
-
-@lru_cache(maxsize=None)
-def verl_config_for(*overrides: str):
-    """verl's config exactly as the launcher builds it (validated by verl)."""
-    from src import verl_config
-    from src.config import compose_config
-    from src.plan import build_plan
-
-    cfg = compose_config(list(overrides))
-    return verl_config.build(build_plan(cfg, run_dir="/tmp/reward-tests-run"), cfg)
-
-
-def manager(tokenizer, *overrides: str):
-    from verl.trainer.ppo.reward import load_reward_manager
-
-    return load_reward_manager(verl_config_for(*overrides), tokenizer)
-
-
-def sample(tokenizer, response: str, info: dict, reference: str = REF):
-    """One finished trajectory as verl hands it to run_single (right-padded response)."""
-    from verl import DataProto
-
-    prompt = tokenizer.apply_chat_template([{"role": "user", "content": info["src"]}], tokenize=False,
-                                           add_generation_prompt=True)
-    p = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-    r = tokenizer(response, add_special_tokens=False)["input_ids"]
-    pad = [tokenizer.pad_token_id] * 4
-    return DataProto.from_dict(
-        tensors={"prompts": torch.tensor([p]), "responses": torch.tensor([r + pad]),
-                 "attention_mask": torch.tensor([[1] * (len(p) + len(r)) + [0] * len(pad)])},
-        non_tensors={"data_source": np.array([DATA_SOURCE], dtype=object),
-                     "reward_model": np.array([{"style": "rule", "ground_truth": reference}], dtype=object),
-                     "extra_info": np.array([info], dtype=object)})
-
-
-def run(mgr, data) -> dict:
-    """run_single on the manager's own event loop, as verl's reward loop worker drives it."""
-    from src.rewards.client import close_clients
-
-    try:
-        return mgr.loop.run_until_complete(mgr.run_single(data))
-    finally:
-        mgr.loop.run_until_complete(close_clients())
-
-
-def bleu(mt=MT, ref=REF) -> float:
-    return sacrebleu.sentence_bleu(mt, [ref], tokenize="13a", use_effective_order=True).score
-
-
-def clip01(x: float) -> float:
-    return min(max(x, 0.0), 1.0)
-
-
-def kiwi_of(svc, mt=MT, src=SRC) -> float:
-    return svc.score("cometkiwi_da", [{"src": src, "mt": mt}])[0]["score"]
-
-
-def xcomet_of(svc, mt=MT, src=SRC, ref=None) -> dict:
-    item = {"src": src, "mt": mt, "lang": "en", **({"ref": ref} if ref else {})}
-    return svc.score("xcomet_xl", [item], ["score", "spans", "word_tags"])[0]
-
-
-def ok_share(result: dict) -> float:
-    tags = [w["tag"] for w in result["word_tags"] if w["tag"] in ("OK", "BAD")]
-    return sum(t == "OK" for t in tags) / len(tags)
-
-
-EVERY_KEY = {"score", "score_rounded", "format_ok", "format_error", "answer", "bleu", "comet", "kiwi", "xcomet",
-             "mqm", "n_minor", "n_major", "n_critical", "ok_ratio", "degenerate_empty", "degenerate_source_copy",
-             "degenerate_wrong_script", "degenerate_length_ratio", "src", "translation", "error_spans"}
-
-
-def check_common(out: dict, info: dict) -> dict:
-    extra = out["reward_extra_info"]
-    assert EVERY_KEY <= set(extra)
-    assert out["reward_score"] == pytest.approx(extra["score"])
-    assert extra["score_rounded"] == round(extra["score"], 2)
-    assert (extra["format_ok"], extra["src"], extra["translation"]) == (1.0, info["src"], MT)
-    assert extra["bleu"] == pytest.approx(bleu())
-    assert isinstance(extra["error_spans"], str) and isinstance(json.loads(extra["error_spans"]), list)
-    return extra
+from tests.helpers.reward_config import extra_info
+from tests.helpers.reward_example import (DATA_SOURCE, RESPONSE, SRC, bleu, check_common, clip01, kiwi_of, ok_share,
+                                          xcomet_of)
+from tests.helpers.verl_reward_harness import manager, run, sample
 
 
 def test_comet_group_naive_training_row(tokenizer, scorer_env):

@@ -7,25 +7,16 @@ in this process and in every service subprocess (netguard/sitecustomize.py).
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import signal
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parents[1]
-GUARD_DIR = HERE / "netguard"
+from tests.helpers.scorer_service import NETGUARD, start_service, stop_service
 
-_spec = importlib.util.spec_from_file_location("scorer_netguard", GUARD_DIR / "sitecustomize.py")
+_spec = importlib.util.spec_from_file_location("scorer_netguard", NETGUARD / "sitecustomize.py")
 netguard = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(netguard)  # installs the guard for this process
 
@@ -42,7 +33,6 @@ def pytest_configure(config):
                     "ignore:.*LeafSpec.*is deprecated"):
         config.addinivalue_line("filterwarnings", pattern)
 
-TOKEN = "test-token-5f2c"
 # Names the service config uses for the tiny checkpoints.
 SERVICE_MODELS = {
     "da": ("comet-da", "comet-da", {}),
@@ -52,13 +42,6 @@ SERVICE_MODELS = {
     "xc": ("xcomet", "xcomet", {}),
     "xc-thr": ("xcomet", "xcomet", {"decoding_threshold": 0.85}),
 }
-
-
-def service_env(**extra) -> dict:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(GUARD_DIR), str(REPO)])
-    env.update(extra)
-    return env
 
 
 @pytest.fixture(scope="session")
@@ -133,72 +116,6 @@ def make_hub_cache(tiny_dir: Path, hub: Path, fixture: str, repo: str, encoder_r
     hp = yaml.safe_load((model_dir / "hparams.yaml").read_text())
     hp["pretrained_model"] = encoder_repo
     (model_dir / "hparams.yaml").write_text(yaml.safe_dump(hp))
-
-
-@dataclass
-class Service:
-    proc: subprocess.Popen
-    url: str
-    ready_file: Path
-    log: Path
-
-    def request(self, method: str, path: str, body=None, token: str | None = TOKEN,
-                headers=None, timeout: float = 60.0):
-        """-> (status, parsed JSON body, response headers). `body` may be bytes or an object."""
-        if body is not None and not isinstance(body, (bytes, bytearray)):
-            body = json.dumps(body).encode("utf-8")
-        req = urllib.request.Request(self.url + path, data=body, method=method)
-        req.add_header("Content-Type", "application/json")
-        if token is not None:
-            req.add_header("Authorization", f"Bearer {token}")
-        for k, v in (headers or {}).items():
-            req.add_header(k, v)
-        try:
-            with urllib.request.urlopen(req, timeout=timeout) as r:
-                return r.status, json.loads(r.read()), dict(r.headers)
-        except urllib.error.HTTPError as e:
-            raw = e.read()
-            return e.code, json.loads(raw) if raw else None, dict(e.headers)
-
-    def score(self, model: str, items, want=None, **extra):
-        body = {"model": model, "items": items, **extra}
-        if want is not None:
-            body["want"] = want
-        return self.request("POST", "/score", body)
-
-
-def start_service(config: Path, ready_file: Path, env=None, timeout: float = 180.0):
-    # stderr goes to a file: a pipe nobody reads would block the service once it fills up.
-    log = config.with_suffix(".stderr.log")
-    with open(log, "w") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "src.scorer.serve", "--config", str(config),
-             "--ready-file", str(ready_file)],
-            cwd=REPO, env=env or service_env(QE_SCORER_TOKEN=TOKEN),
-            stdout=subprocess.PIPE, stderr=err, text=True)
-    deadline = time.time() + timeout
-    while not ready_file.exists():
-        if proc.poll() is not None:
-            raise RuntimeError(f"service exited {proc.returncode}: {log.read_text()[-3000:]}")
-        if time.time() > deadline:
-            proc.kill()
-            raise RuntimeError("service did not become ready")
-        time.sleep(0.1)
-    line = proc.stdout.readline().strip()
-    info = json.loads(ready_file.read_text())
-    assert line == f"scorer ready url={info['url']}"
-    return Service(proc=proc, url=info["url"], ready_file=ready_file, log=log)
-
-
-def stop_service(svc: Service, sig=signal.SIGTERM, timeout: float = 60.0) -> int:
-    if svc.proc.poll() is None:
-        svc.proc.send_signal(sig)
-    try:
-        return svc.proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        svc.proc.kill()
-        svc.proc.wait()
-        raise
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,9 @@ import random
 
 import aiohttp
 
-from .conftest import TOKEN, comet_predict
+from tests.helpers.scorer_service import TOKEN
+
+from .conftest import comet_predict
 
 CLIENTS = 8
 REQUESTS_PER_CLIENT = 500

@@ -10,7 +10,7 @@ import yaml
 from src.scorer.config import (KINDS, ConfigError, ModelSpec, ScorerConfig, dump_config,
                                from_dict, load_config, to_dict)
 
-from .conftest import REPO
+from tests.helpers.scorer_service import REPO
 
 
 def test_defaults_bind_localhost_and_pick_a_free_port():

@@ -10,8 +10,7 @@ import time
 import pytest
 
 from tests.fixtures import build_tiny_comet as builder
-
-from .conftest import REPO
+from tests.helpers.scorer_service import REPO
 
 
 def test_cache_dir_is_keyed_by_the_builder_source(tiny_dir):

@@ -19,9 +19,8 @@ from src.scorer.backends.metricx.backend import MAX_INPUT_LENGTH, model_input
 from src.scorer.config import ModelSpec, ScorerConfig, dump_config
 from src.scorer.schema import Item, ItemOptions
 from src.tiny_models import metricx as tiny_metricx
-
-from .conftest import TOKEN, start_service, stop_service
-from .test_startup import error_line, run_serve
+from tests.helpers.refusals import assert_one_line_refusal
+from tests.helpers.scorer_service import run_serve, start_service, stop_service
 
 TOL = 1e-5
 
@@ -237,7 +236,7 @@ def _serve_one(tmp_path, model: dict):
     cfg.write_text(json.dumps({"models": {"mx": model}}))
     p, secs = run_serve(cfg)
     assert p.returncode == 2 and p.stdout == ""
-    return error_line(p), secs
+    return assert_one_line_refusal(p.stderr, "scorer: error: "), secs
 
 
 def test_missing_checkpoint_dir_is_one_line(tmp_path, mx_files):

@@ -38,8 +38,9 @@ import pytest
 
 from src.rewards.client import ScorerClient
 from src.rewards.settings import ClientSettings
+from tests.helpers.scorer_service import TOKEN, start_service, stop_service
 
-from .conftest import SERVICE_MODELS, TOKEN, start_service, stop_service, write_config
+from .conftest import SERVICE_MODELS, write_config
 
 READ_TIMEOUT_S = 2.0
 MAX_BODY = 256 * 1024

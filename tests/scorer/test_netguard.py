@@ -7,7 +7,9 @@ import sys
 
 import pytest
 
-from .conftest import REPO, netguard, service_env
+from tests.helpers.scorer_service import REPO, service_env
+
+from .conftest import netguard
 
 
 def test_non_loopback_connect_is_refused_in_process():

@@ -11,8 +11,9 @@ from urllib.parse import urlparse
 import pytest
 
 from src.scorer.backends.comet.decode import install_fixed_decode
+from tests.helpers.scorer_service import TOKEN
 
-from .conftest import TOKEN, comet_predict
+from .conftest import comet_predict
 
 
 @pytest.fixture(scope="module")

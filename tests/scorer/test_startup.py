@@ -7,8 +7,6 @@ import os
 import signal
 import socket
 import stat
-import subprocess
-import sys
 import threading
 import time
 from urllib.parse import urlparse
@@ -16,24 +14,10 @@ from urllib.parse import urlparse
 import pytest
 
 from src.scorer.config import ModelSpec, ScorerConfig, dump_config
+from tests.helpers.refusals import assert_one_line_refusal
+from tests.helpers.scorer_service import TOKEN, run_serve, service_env, start_service, stop_service
 
-from .conftest import (REPO, TOKEN, make_hub_cache, service_env, start_service, stop_service,
-                       write_config)
-
-
-def run_serve(config, env=None, timeout=60, *extra):
-    t0 = time.time()
-    p = subprocess.run([sys.executable, "-m", "src.scorer.serve", "--config", str(config), *extra],
-                       cwd=REPO, env=env or service_env(QE_SCORER_TOKEN=TOKEN),
-                       capture_output=True, text=True, timeout=timeout)
-    return p, time.time() - t0
-
-
-def error_line(p) -> str:
-    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1, p.stderr
-    assert lines[0].startswith("scorer: error: ")
-    return lines[0]
+from .conftest import make_hub_cache, write_config
 
 
 @pytest.fixture
@@ -50,7 +34,7 @@ def test_refuses_to_start_without_token(good_config, token):
         env["QE_SCORER_TOKEN"] = token
     p, secs = run_serve(good_config, env)
     assert p.returncode == 2 and secs < 10 and p.stdout == ""
-    assert "QE_SCORER_TOKEN is not set" in error_line(p)
+    assert "QE_SCORER_TOKEN is not set" in assert_one_line_refusal(p.stderr, "scorer: error: ")
 
 
 def test_bad_config_is_one_line(tmp_path):
@@ -58,7 +42,7 @@ def test_bad_config_is_one_line(tmp_path):
     cfg.write_text("models: {m: {path: /x, kind: bleu}}\n")
     p, _ = run_serve(cfg)
     assert p.returncode == 2
-    assert "models.m.kind must be one of" in error_line(p)
+    assert "models.m.kind must be one of" in assert_one_line_refusal(p.stderr, "scorer: error: ")
 
 
 def test_missing_model_fails_within_seconds_naming_the_path(tmp_path):
@@ -67,7 +51,7 @@ def test_missing_model_fails_within_seconds_naming_the_path(tmp_path):
     cfg.write_text(json.dumps({"models": {"xl": {"path": str(missing), "kind": "xcomet"}}}))
     p, secs = run_serve(cfg)
     assert p.returncode == 2 and secs < 10
-    line = error_line(p)
+    line = assert_one_line_refusal(p.stderr, "scorer: error: ")
     assert str(missing / "checkpoints" / "model.ckpt") in line and "'xl'" in line
 
 
@@ -78,7 +62,7 @@ def test_busy_port_is_one_line(good_config):
         port = s.getsockname()[1]
         p, secs = run_serve(good_config, None, 60, "--port", str(port))
     assert p.returncode == 2 and secs < 15
-    assert f"cannot listen on 127.0.0.1:{port}" in error_line(p)
+    assert f"cannot listen on 127.0.0.1:{port}" in assert_one_line_refusal(p.stderr, "scorer: error: ")
 
 
 @pytest.fixture(scope="module")

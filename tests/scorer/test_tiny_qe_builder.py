@@ -14,8 +14,7 @@ import pytest
 import yaml
 
 from src.tiny_models import atomic, qe
-
-from .conftest import REPO
+from tests.helpers.scorer_service import REPO
 
 # conf/scorer/tiny.yaml (experiment=smoke_tiny): scorer model name -> (tiny model dir, encoder dir, scorer kind)
 SMOKE_TINY = {"cometkiwi_da": ("cometkiwi", "xlmr", "cometkiwi"), "comet_da": ("comet-da", "xlmr", "comet-da"),

@@ -31,6 +31,8 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
+from tests.helpers.slurm_sweeps import Sweep
+
 REPO = Path(__file__).resolve().parents[2]
 START_SH = REPO / "slurm" / "dev-cluster" / "start.sh"
 # A cold start installs ~30 Debian packages; on a slow mirror that is minutes, never tens of minutes.
@@ -169,3 +171,11 @@ def wait_job() -> Callable[..., float]:
 def job_details() -> Callable[[str], str]:
     """`job_details(job_id)`: scontrol/sacct text for failure messages."""
     return slurm_job_details
+
+
+@pytest.fixture
+def sweep(slurm_cluster, tmp_path):
+    """A sweep of this test on the dev cluster (tests/helpers/slurm_sweeps.py), its jobs cancelled at the end."""
+    s = Sweep(tmp_path, slurm_cluster.partition)
+    yield s
+    s.cleanup()

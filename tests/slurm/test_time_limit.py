@@ -15,12 +15,12 @@ import json
 import subprocess
 from pathlib import Path
 
-from tests.slurm.test_sweeps import scontrol_field, stand_in, sweep  # noqa: F401  (fixture)
+from tests.helpers.slurm_sweeps import scontrol_field, stand_in
 
 STEPS_AFTER_RESUME = 3
 
 
-def test_a_job_at_its_time_limit_saves_its_last_step_is_requeued_and_resumes_there(sweep):  # noqa: F811
+def test_a_job_at_its_time_limit_saves_its_last_step_is_requeued_and_resumes_there(sweep):
     command = stand_in(f"--train-steps 100000 --step-s 0.5 --resumed-steps {STEPS_AFTER_RESUME}")
     proc = sweep.start(["gpus=2", "slurm.timeout_min=2", "slurm.signal_delay_s=30", "slurm.max_num_timeout=1",
                         # no periodic save would come before the limit: only the time-limit save can

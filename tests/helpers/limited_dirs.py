@@ -1,4 +1,4 @@
-"""Directories that refuse writes for real: a read-only one and a full one (shared by the data,
+"""Directories that refuse writes for real: a read-only one and a full one (for the data,
 evaluate and report tests).
 
 As root, permission bits stop nothing (CAP_DAC_OVERRIDE), so both are small tmpfs mounts (read-only,
