@@ -77,6 +77,18 @@ def tokenizer(tiny_tokenizer_dir):
 
 
 @pytest.fixture(scope="session")
+def policy_tokenizer(tmp_path_factory):
+    """The same tokenizer as the tiny policy has it: padded with reserved special tokens to the model's
+    vocabulary (conf/model/tiny_qwen2.yaml vocab_size 640), which a policy sampling at temperature 1 emits."""
+    from transformers import AutoTokenizer
+
+    from src.tiny_models.tokenizer import build_tiny_tokenizer
+
+    path = build_tiny_tokenizer(tmp_path_factory.mktemp("policy_tokenizer"), vocab_size=640)
+    return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+
+
+@pytest.fixture(scope="session")
 def tiny_comet_dir():
     """The tiny COMET and MetricX checkpoints, built (or found cached) by the scorer env."""
     from tests.helpers.scorer_service import REPO, SCORER_PYTHON

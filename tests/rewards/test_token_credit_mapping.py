@@ -166,18 +166,6 @@ def test_walk_equals_the_tokenizers_offsets_on_any_text(tokenizer, text, cut):
     assert all(0 <= s <= e <= len(decoded) for s, e in ranges_)
 
 
-@pytest.fixture(scope="module")
-def policy_tokenizer(tmp_path_factory):
-    """The tokenizer as the tiny policy has it: padded with reserved special tokens to the model's vocabulary
-    (conf/model/tiny_qwen2.yaml vocab_size)."""
-    from transformers import AutoTokenizer
-
-    from tests.fixtures.tiny_tokenizer import build_tiny_tokenizer
-
-    path = build_tiny_tokenizer(tmp_path_factory.mktemp("policy-tok"), vocab_size=640)
-    return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-
-
 @settings(max_examples=300, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(picks=st.lists(st.integers(min_value=0, max_value=10**6), min_size=1, max_size=30))
