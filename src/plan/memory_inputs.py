@@ -56,12 +56,12 @@ def memory_inputs(cfg: dict, batch: BatchPlan, world_size: int, gpu_gb: float, s
         raise PlanError(f"memory.reserve_gb must be a number >= 0, got {reserve!r} (e.g. memory.reserve_gb=4)")
     flags = {attr: bool(passthrough.get(key, default)) for attr, (key, default) in OFFLOAD_KEYS.items()}
     dtypes = {attr: str(passthrough.get(key, default)) for attr, (key, default) in DTYPE_KEYS.items()}
-    micro = batch.max_token_len_per_gpu if batch.dynamic_bsz else batch.mu * max_seq
+    micro = batch.max_token_len_per_gpu if batch.dynamic_bsz else batch.micro_batch_per_gpu * max_seq
     return MemoryInputs(
         gpu_gb=float(gpu_gb), reserve_gb=float(reserve),
         actor=ActorShape(params_b=float(model["params_b"]), layers=model["num_layers"], hidden=model["hidden_size"],
                          heads=model["num_attention_heads"], kv_heads=model["num_kv_heads"], vocab=model["vocab_size"]),
-        world_size=world_size, tp=batch.tp, samples_per_step=batch.samples_per_step, max_seq_len=max_seq,
+        world_size=world_size, tp=batch.rollout_tp, samples_per_step=batch.samples_per_step, max_seq_len=max_seq,
         micro_tokens=micro, max_num_seqs=int(passthrough.get(MAX_NUM_SEQS[0], MAX_NUM_SEQS[1])),
         gradient_checkpointing=bool(passthrough.get(*GRADIENT_CHECKPOINTING)),
         # verl builds the reference model for a KL loss or a KL in the reward (verl/trainer/ppo/utils.py

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -28,12 +28,19 @@ from . import cache, checks
 REWARD_MANAGERS = {"dapo": "PureValidationDAPORewardManager"}
 
 
-def _manager(cfg: dict) -> tuple[str, str, str | None]:
-    """(source, name, module path) of reward.reward_manager for the algo's manager."""
+class RewardManager(NamedTuple):
+    """verl's reward.reward_manager for the algo's manager (verl/trainer/ppo/reward.py
+    resolve_reward_manager_cls reads these three keys)."""
+    source: str                 # "register": one of verl's registered managers; "importlib": a class by module path
+    name: str                   # the registered name, or the class name in `module_path`
+    module_path: Optional[str]  # the module holding the class (source=importlib only)
+
+
+def _manager(cfg: dict) -> RewardManager:
     name = cfg["algo"]["reward_manager"]
     if name in REWARD_MANAGERS:
-        return "importlib", REWARD_MANAGERS[name], "pkg://src.rewards.managers"
-    return "register", name, None
+        return RewardManager("importlib", REWARD_MANAGERS[name], "pkg://src.rewards.managers")
+    return RewardManager("register", name, None)
 
 
 # verl key -> value taken from the plan. One row per key; this table is the only place plan
@@ -44,7 +51,7 @@ VERL_KEYS: list[tuple[str, Callable[[RunPlan, dict], Any]]] = [
     ("data.val_files", lambda p, c: p.val_files),
     ("data.max_prompt_length", lambda p, c: p.max_prompt_length),
     ("data.max_response_length", lambda p, c: p.max_response_length),
-    ("data.train_batch_size", lambda p, c: p.batch.P),
+    ("data.train_batch_size", lambda p, c: p.batch.prompts_per_step),
     ("data.seed", lambda p, c: p.seed),
     ("data.filter_overlong_prompts", lambda p, c: True),
     ("data.truncation", lambda p, c: "error"),
@@ -60,8 +67,8 @@ VERL_KEYS: list[tuple[str, Callable[[RunPlan, dict], Any]]] = [
     ("actor_rollout_ref.model.enable_gradient_checkpointing", lambda p, c: True),
     # actor
     ("actor_rollout_ref.actor.optim.lr", lambda p, c: c["trainer"]["lr"]),
-    ("actor_rollout_ref.actor.ppo_mini_batch_size", lambda p, c: p.batch.m),
-    ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", lambda p, c: p.batch.mu),
+    ("actor_rollout_ref.actor.ppo_mini_batch_size", lambda p, c: p.batch.mini_batch_prompts),
+    ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", lambda p, c: p.batch.micro_batch_per_gpu),
     ("actor_rollout_ref.actor.use_dynamic_bsz", lambda p, c: p.batch.dynamic_bsz),
     ("actor_rollout_ref.actor.ppo_max_token_len_per_gpu",
         lambda p, c: p.batch.max_token_len_per_gpu or 2 * (p.max_prompt_length + p.max_response_length)),
@@ -78,15 +85,15 @@ VERL_KEYS: list[tuple[str, Callable[[RunPlan, dict], Any]]] = [
     ("actor_rollout_ref.actor.policy_loss.loss_mode", lambda p, c: c["algo"]["loss_mode"]),
     # rollout
     ("actor_rollout_ref.rollout.name", lambda p, c: "vllm"),
-    ("actor_rollout_ref.rollout.n", lambda p, c: p.batch.n),
-    ("actor_rollout_ref.rollout.tensor_model_parallel_size", lambda p, c: p.batch.tp),
+    ("actor_rollout_ref.rollout.n", lambda p, c: p.batch.samples_per_prompt),
+    ("actor_rollout_ref.rollout.tensor_model_parallel_size", lambda p, c: p.batch.rollout_tp),
     ("actor_rollout_ref.rollout.gpu_memory_utilization", lambda p, c: p.gpu_memory_utilization),
-    ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", lambda p, c: p.batch.lam),
+    ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", lambda p, c: p.batch.log_prob_micro_batch_per_gpu),
     ("actor_rollout_ref.rollout.log_prob_use_dynamic_bsz", lambda p, c: p.batch.dynamic_bsz),
     ("actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu",
         lambda p, c: p.batch.max_token_len_per_gpu or 2 * (p.max_prompt_length + p.max_response_length)),
     # reference policy (used when use_kl_loss)
-    ("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", lambda p, c: p.batch.lam),
+    ("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", lambda p, c: p.batch.log_prob_micro_batch_per_gpu),
     ("actor_rollout_ref.ref.log_prob_use_dynamic_bsz", lambda p, c: p.batch.dynamic_bsz),
     ("actor_rollout_ref.ref.log_prob_max_token_len_per_gpu",
         lambda p, c: p.batch.max_token_len_per_gpu or 2 * (p.max_prompt_length + p.max_response_length)),
@@ -107,7 +114,7 @@ VERL_KEYS: list[tuple[str, Callable[[RunPlan, dict], Any]]] = [
         "lost_groups_allowed": p.stop_rules.lost_groups_allowed,
         "max_gen_batches": p.stop_rules.max_gen_batches,
         "filter_metric": p.stop_rules.filter_metric,
-        "train_batch_size": p.batch.P,
+        "train_batch_size": p.batch.prompts_per_step,
         "max_inflight_gen_batches": c["algo"]["filter_groups"].get("max_inflight_gen_batches", 1)}),
     # reward: our compute_score (src/rewards) with the reward group's settings. Imported by
     # module name, not file path, so the config is the same for a checkout and a Slurm code copy;
@@ -117,9 +124,9 @@ VERL_KEYS: list[tuple[str, Callable[[RunPlan, dict], Any]]] = [
     ("reward.custom_reward_function.name", lambda p, c: "compute_score"),
     # built once, in the plan (src/rewards/launch.py): the group's settings, reward.credit's, reward.normalise's
     ("+reward.custom_reward_function.reward_kwargs", lambda p, c: p.reward_kwargs),
-    ("reward.reward_manager.source", lambda p, c: _manager(c)[0]),
-    ("reward.reward_manager.name", lambda p, c: _manager(c)[1]),
-    ("reward.reward_manager.module.path", lambda p, c: _manager(c)[2]),
+    ("reward.reward_manager.source", lambda p, c: _manager(c).source),
+    ("reward.reward_manager.name", lambda p, c: _manager(c).name),
+    ("reward.reward_manager.module.path", lambda p, c: _manager(c).module_path),
     ("+reward.reward_kwargs.overlong_buffer_cfg.enable", lambda p, c: c["algo"]["overlong_buffer"]["enable"]),
     ("+reward.reward_kwargs.overlong_buffer_cfg.len", lambda p, c: c["algo"]["overlong_buffer"]["len"]),
     ("+reward.reward_kwargs.overlong_buffer_cfg.penalty_factor",
