@@ -17,7 +17,7 @@ the reward function also runs inside verl's reward workers, and `verl` is verl's
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import Enum, StrEnum
 from typing import Any, Dict, List, Optional
 
 from omegaconf import MISSING
@@ -25,7 +25,10 @@ from omegaconf import MISSING
 SCHEMA_NAME = "qe_rl_schema"
 
 
-class Placement(Enum):
+class Placement(StrEnum):
+    """Where the QE scorer runs (scorer.placement). A StrEnum: the composed config (plain strings,
+    src/config/compose.py to_plain) and the plan compare against its members, and plan.json holds the
+    member's value."""
     shared = "shared"        # on one training GPU (the plan lowers vLLM's share to make room)
     dedicated = "dedicated"  # own GPU(s) beyond the training GPUs
     cpu = "cpu"              # debugging

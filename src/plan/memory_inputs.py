@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Optional
 
+from src.config.schema import Placement
+
 from src.scorer.config import KINDS
 
 from .batch import BatchPlan
@@ -48,7 +50,7 @@ def _scorer_shapes(cfg: dict, names: list[str]) -> tuple[ScorerModel, ...]:
 
 
 def memory_inputs(cfg: dict, batch: BatchPlan, world_size: int, gpu_gb: float, scorer_models: list[str],
-                  placement: str, passthrough: dict) -> MemoryInputs:
+                  placement: Placement, passthrough: dict) -> MemoryInputs:
     model, data, memory, scorer = cfg["model"], cfg["data"], cfg["memory"], cfg["scorer"]
     max_seq = data["max_prompt_length"] + data["max_response_length"]
     reserve = memory["reserve_gb"]
@@ -84,15 +86,16 @@ def gpu_size_gb(cfg: dict, detected: Optional[float]) -> float:
 
 
 def refusal(cfg: dict, inputs: MemoryInputs, mem: MemoryPlan, scorer_models: list[str],
-            placement: str) -> PlanError:
+            placement: Placement) -> PlanError:
     """One line: what does not fit, with the numbers, and which alternatives would fit."""
     alternatives = []
     if "xcomet_xxl" in scorer_models and "xcomet_xl" in cfg["scorer"]["models"]:
         swapped = list(dict.fromkeys("xcomet_xl" if m == "xcomet_xxl" else m for m in scorer_models))
         alternatives.append(("XCOMET-XL instead of XXL (reward.span_model=xcomet_xl)",
                              replace(inputs, scorer_models=_scorer_shapes(cfg, swapped))))
-    if placement == "shared" and scorer_models:
-        alternatives.append(("scorer.placement=dedicated", replace(inputs, scorer_placement="dedicated")))
+    if placement == Placement.shared and scorer_models:
+        alternatives.append((f"scorer.placement={Placement.dedicated}",
+                             replace(inputs, scorer_placement=Placement.dedicated)))
     if not (inputs.actor_param_offload and inputs.actor_optimizer_offload
             and (inputs.ref_param_offload or not inputs.use_ref)):
         keys = [k for k, _ in OFFLOAD_KEYS.values() if inputs.use_ref or ".ref." not in k]

@@ -6,6 +6,8 @@ import shlex
 from rich.console import Console
 from rich.table import Table
 
+from src.config.schema import Placement
+
 from .run_plan import RunPlan, reward_names
 
 
@@ -82,9 +84,9 @@ def scorer_where(plan: RunPlan) -> str:
     s = plan.scorer
     if s is None:
         return "-"
-    if s.placement == "shared":
+    if s.placement == Placement.shared:
         return f"shared: training GPU {s.training_gpu_index} of each node, {s.dtype}"
-    if s.placement == "dedicated":
+    if s.placement == Placement.dedicated:
         return f"dedicated: {plan.scorer_gpus_per_node} own GPU(s) per node, {s.dtype}"
     return "cpu (debugging)"
 
@@ -114,7 +116,7 @@ def memory_rows(plan: RunPlan) -> list[tuple[str, str, str]]:
          f"GiB of its {m.vllm_gb:.1f}; the step needs {m.kv_needed_gb:.1f} GiB KV "
          f"({m.rollout_seqs_per_replica} seqs per replica)"),
     ]
-    if plan.scorer is not None and plan.scorer.placement != "cpu":
+    if plan.scorer is not None and plan.scorer.placement != Placement.cpu:
         rows.append(("scorer GPU memory", f"{m.scorer_gb:.1f}",
                      f"GiB: weights {m.scorer_weights_gb:.1f} + activations {m.scorer_activations_gb:.1f} "
                      f"(batch_tokens {plan.scorer.batch_tokens}) + context"))
