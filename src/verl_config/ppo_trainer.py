@@ -13,7 +13,7 @@ from typing import Any, Callable, NamedTuple, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
-from src.config import hydra_internal
+from src.config import hydra_internal, schema
 from src.config.dotted import flatten
 from src.plan import RunPlan, algorithm
 from src.rewards import normalise
@@ -43,8 +43,21 @@ def _manager(cfg: dict) -> RewardManager:
     return RewardManager("register", name, None)
 
 
+def _copied(key: str) -> tuple[str, Callable[[RunPlan, dict], Any]]:
+    """The row of a config value verl gets as it is: the verl key its schema field names
+    (src/config/schema.py `setting(verl=...)`), the value read from the composed config."""
+    def value(p: RunPlan, c: dict) -> Any:
+        node: Any = c
+        for part in key.split("."):
+            node = node[part]
+        return node
+
+    return schema.verl_key(key), value
+
+
 # verl key -> value taken from the plan. One row per key; this table is the only place plan
-# fields meet verl names. Keys verl's schema lacks start with '+'.
+# fields meet verl names, with the config values copied as they are (`_copied`), whose verl keys
+# their schema fields declare. Keys verl's schema lacks start with '+'.
 VERL_KEYS: list[tuple[str, Callable[[RunPlan, dict], Any]]] = [
     # data
     ("data.train_files", lambda p, c: p.train_files),
@@ -66,28 +79,29 @@ VERL_KEYS: list[tuple[str, Callable[[RunPlan, dict], Any]]] = [
     ("+actor_rollout_ref.model.override_config.attn_implementation", lambda p, c: p.attention.implementation),
     ("actor_rollout_ref.model.enable_gradient_checkpointing", lambda p, c: True),
     # actor
-    ("actor_rollout_ref.actor.optim.lr", lambda p, c: c["trainer"]["lr"]),
+    _copied("trainer.lr"),
     ("actor_rollout_ref.actor.ppo_mini_batch_size", lambda p, c: p.batch.mini_batch_prompts),
     ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", lambda p, c: p.batch.micro_batch_per_gpu),
     ("actor_rollout_ref.actor.use_dynamic_bsz", lambda p, c: p.batch.dynamic_bsz),
     ("actor_rollout_ref.actor.ppo_max_token_len_per_gpu",
         lambda p, c: p.batch.max_token_len_per_gpu or 2 * (p.max_prompt_length + p.max_response_length)),
-    ("actor_rollout_ref.actor.use_kl_loss", lambda p, c: c["algo"]["use_kl_loss"]),
-    ("actor_rollout_ref.actor.kl_loss_coef", lambda p, c: c["algo"]["kl_loss_coef"]),
-    ("actor_rollout_ref.actor.kl_loss_type", lambda p, c: c["algo"]["kl_loss_type"]),
-    ("actor_rollout_ref.actor.entropy_coeff", lambda p, c: c["algo"]["entropy_coeff"]),
-    ("actor_rollout_ref.actor.clip_ratio_low", lambda p, c: c["algo"]["clip_ratio_low"]),
-    ("actor_rollout_ref.actor.clip_ratio_high", lambda p, c: c["algo"]["clip_ratio_high"]),
-    ("actor_rollout_ref.actor.loss_agg_mode", lambda p, c: c["algo"]["loss_agg_mode"]),
+    _copied("algo.use_kl_loss"),
+    _copied("algo.kl_loss_coef"),
+    _copied("algo.kl_loss_type"),
+    _copied("algo.entropy_coeff"),
+    _copied("algo.clip_ratio_low"),
+    _copied("algo.clip_ratio_high"),
+    _copied("algo.loss_agg_mode"),
     # Dr. GRPO's constant divisor for seq-mean-token-sum-norm, else null (verl's default; src/plan/algorithm.py)
     ("actor_rollout_ref.actor.loss_scale_factor", lambda p, c: algorithm.loss_scale_factor(c)),
     # a name registered with verl's core_algos.register_policy_loss (read by verl/workers/utils/losses.py ppo_loss)
-    ("actor_rollout_ref.actor.policy_loss.loss_mode", lambda p, c: c["algo"]["loss_mode"]),
+    _copied("algo.loss_mode"),
     # rollout
     ("actor_rollout_ref.rollout.name", lambda p, c: "vllm"),
     ("actor_rollout_ref.rollout.n", lambda p, c: p.batch.samples_per_prompt),
     ("actor_rollout_ref.rollout.tensor_model_parallel_size", lambda p, c: p.batch.rollout_tp),
-    ("actor_rollout_ref.rollout.gpu_memory_utilization", lambda p, c: p.gpu_memory_utilization),
+    # the plan's share (model.gpu_memory_utilization, lowered for a shared scorer)
+    (schema.verl_key("model.gpu_memory_utilization"), lambda p, c: p.gpu_memory_utilization),
     ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", lambda p, c: p.batch.log_prob_micro_batch_per_gpu),
     ("actor_rollout_ref.rollout.log_prob_use_dynamic_bsz", lambda p, c: p.batch.dynamic_bsz),
     ("actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu",
@@ -99,11 +113,11 @@ VERL_KEYS: list[tuple[str, Callable[[RunPlan, dict], Any]]] = [
         lambda p, c: p.batch.max_token_len_per_gpu or 2 * (p.max_prompt_length + p.max_response_length)),
     # algorithm: the plan's estimator (the algo's, or reward.credit's / reward.normalise's)
     ("algorithm.adv_estimator", lambda p, c: p.estimator),
-    ("algorithm.norm_adv_by_std_in_grpo", lambda p, c: c["algo"]["norm_adv_by_std_in_grpo"]),
+    _copied("algo.norm_adv_by_std_in_grpo"),
     ("algorithm.use_kl_in_reward", lambda p, c: False),
-    ("algorithm.filter_groups.enable", lambda p, c: c["algo"]["filter_groups"]["enable"]),
-    ("algorithm.filter_groups.metric", lambda p, c: c["algo"]["filter_groups"]["metric"]),
-    ("algorithm.filter_groups.max_num_gen_batches", lambda p, c: c["algo"]["filter_groups"]["max_num_gen_batches"]),
+    _copied("algo.filter_groups.enable"),
+    _copied("algo.filter_groups.metric"),
+    _copied("algo.filter_groups.max_num_gen_batches"),
     # verl's sync replay buffer with the project's stop rules (src/trainer/guard.py says why): it
     # takes the arguments verl gives its built-in buffer from sampler_kwargs
     # (verl/trainer/ppo/v1/trainer_base.py _build_replay_buffer passes custom samplers only those)
@@ -141,12 +155,12 @@ VERL_KEYS: list[tuple[str, Callable[[RunPlan, dict], Any]]] = [
     ("trainer.experiment_name", lambda p, c: p.wandb_run_name),
     ("trainer.logger", lambda p, c: list(p.logger_backends) + ["file"]),
     ("trainer.default_local_dir", lambda p, c: p.checkpoint_dir),
-    ("trainer.resume_mode", lambda p, c: c["trainer"]["resume_mode"]),
-    ("trainer.total_epochs", lambda p, c: c["trainer"]["total_epochs"]),
-    ("trainer.total_training_steps", lambda p, c: c["trainer"]["total_training_steps"]),
-    ("trainer.save_freq", lambda p, c: c["trainer"]["save_freq"]),
-    ("trainer.test_freq", lambda p, c: c["trainer"]["test_freq"]),
-    ("trainer.val_before_train", lambda p, c: c["trainer"]["val_before_train"]),
+    _copied("trainer.resume_mode"),
+    _copied("trainer.total_epochs"),
+    _copied("trainer.total_training_steps"),
+    _copied("trainer.save_freq"),
+    _copied("trainer.test_freq"),
+    _copied("trainer.val_before_train"),
     # Nothing here may name the run dir: a re-run from a snapshot must give a byte-identical
     # file. Validation dumps and profiles sit beside the checkpoints, which are stable too.
     ("trainer.validation_data_dir", lambda p, c: f"{p.checkpoint_dir}/val_generations"),
