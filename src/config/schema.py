@@ -8,16 +8,16 @@ Hydra at composition, with the key, before anything is planned. What a type cann
 must be >= 1, a delay shorter than the time limit) is checked by the plan (src/plan/), which
 names the key too.
 
-A field declared with `setting(...)` carries its facts in one place: its doc line, the interval a
+A field declared with `setting(...)` (src/config/settings_field.py) carries its facts in one place: its doc line, the interval a
 number must lie in (with an example), and the verl key the launcher copies it to. The plan's range
 table (src/plan/values.py RANGES, and the same interval for that verl key reached through `+verl.`:
 VERL_RANGES) and the plan -> verl table (src/verl_config/ppo_trainer.py VERL_KEYS) are derived from
 these (`settings()`), not restated.
 
 Values live in conf/ (`MISSING` here means "the yaml sets it"); the few defaults below are for
-keys a file may leave out. The `reward` group is typed by src/rewards/settings.py instead, which
-the reward function also runs inside verl's reward workers, and `verl` is verl's own config
-(validated by verl, src/verl_config/).
+keys a file may leave out. The `reward` group's types are src/config/reward_schema.py's (its values
+are checked again by src/rewards/settings.py, which the reward workers run on verl's reward kwargs),
+and `verl` is verl's own config (validated by verl, src/verl_config/).
 """
 from __future__ import annotations
 
@@ -29,19 +29,10 @@ from typing import Any, Dict, List, Optional
 
 from omegaconf import MISSING
 
+from .reward_schema import RewardSchema
+from .settings_field import setting
+
 SCHEMA_NAME = "qe_rl_schema"
-
-
-def setting(default: Any = MISSING, *, doc: str, interval: Optional[str] = None, example: Optional[str] = None,
-            note: str = "", verl: Optional[str] = None):
-    """A config field with its facts (read back by `settings()`). `interval`: where a number must lie,
-    as a user reads it ("(0, inf)", "[0, 1]"; integer and null-ness come from the field's type), with
-    `example` the value a refusal suggests and `note` what it adds ("(-1: never)"); `verl`: the verl
-    key (under verl's ppo_trainer) that holds this value in the run's verl config."""
-    if (interval is None) != (example is None):
-        raise ValueError("setting(): an interval needs its example and an example its interval")
-    return field(default=default, metadata={"doc": doc, "interval": interval, "example": example, "note": note,
-                                            "verl": verl})
 
 
 class Placement(StrEnum):
@@ -308,8 +299,8 @@ class Config:
     paths: PathsSchema = field(default_factory=PathsSchema)
     model: ModelSchema = field(default_factory=ModelSchema)
     data: DataSchema = field(default_factory=DataSchema)
-    # typed by src/rewards/settings.py (see the module docstring)
-    reward: Any = MISSING
+    # the reward group's types: src/config/reward_schema.py
+    reward: RewardSchema = field(default_factory=RewardSchema)
     algo: AlgoSchema = field(default_factory=AlgoSchema)
     logger: LoggerSchema = field(default_factory=LoggerSchema)
     accelerator: AcceleratorSchema = field(default_factory=AcceleratorSchema)

@@ -67,6 +67,8 @@ class Range:
             return None
         if hi == math.inf:
             return f"must be {kind} {'>' if lo_open else '>='} {lo:g}"
+        if lo == -math.inf:
+            return f"must be {kind} {'<' if hi_open else '<='} {hi:g}"
         return f"must be {kind} in {self.interval}"
 
     def _bounds(self) -> tuple[float, float]:
