@@ -224,8 +224,9 @@ class BatchSchema:
 
 @dataclass
 class TrainerSchema:
-    total_epochs: int = setting(doc="passes over the training data", interval="[1, inf)", example="1",
-                                verl="trainer.total_epochs")
+    # no verl key here: verl's trainer.total_epochs, whichever key sets it, is a count verl's workers need
+    # >= 1, refused by src/verl_config/checks.py POSITIVE_COUNTS (src/verl_config/ppo_trainer.py copies it)
+    total_epochs: int = setting(doc="passes over the training data", interval="[1, inf)", example="1")
     total_training_steps: Optional[int] = setting(
         doc="steps to train; null: from the epochs and data size", interval="[1, inf)", example="200",
         note=" (or null: from the epochs and data size)", verl="trainer.total_training_steps")

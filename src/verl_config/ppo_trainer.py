@@ -156,7 +156,8 @@ VERL_KEYS: list[tuple[str, Callable[[RunPlan, dict], Any]]] = [
     ("trainer.logger", lambda p, c: list(p.logger_backends) + ["file"]),
     ("trainer.default_local_dir", lambda p, c: p.checkpoint_dir),
     _copied("trainer.resume_mode"),
-    _copied("trainer.total_epochs"),
+    # not _copied: its schema field names no verl key (src/config/schema.py TrainerSchema says why)
+    ("trainer.total_epochs", lambda p, c: c["trainer"]["total_epochs"]),
     _copied("trainer.total_training_steps"),
     _copied("trainer.save_freq"),
     _copied("trainer.test_freq"),
