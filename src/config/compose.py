@@ -104,6 +104,9 @@ def one_line(exc: BaseException) -> str:
     if reason and not reason.startswith(("full_key:", "Available options")) and (
             head.endswith(":") or head.startswith(("Error merging", "Could not override"))):
         head = f"{head.rstrip(':.')}: {reason}"
+    replaced = _group_replaced(head)
+    if replaced is not None:
+        return replaced
     key = next((l.split(":", 1)[1].strip() for l in lines if l.startswith("full_key:")), None)
     if key and key not in head:
         head += f" (key: {key})"
@@ -112,6 +115,32 @@ def one_line(exc: BaseException) -> str:
         options = list(itertools.takewhile(lambda l: not l.endswith(":"), lines[idx + 1:]))  # then "Config search path:"
         head += f" ({lines[idx].rstrip(':').lower()}: {', '.join(options)})"
     return head
+
+
+def _group_replaced(head: str) -> str | None:
+    """`reward.guards.repetition=false`: a value in place of a group of settings (a dataclass of the
+    schema), which OmegaConf refuses as "bool is not a subclass of RepetitionSchema": the key, what was
+    given, and how to set the group (to switch it off: its `enable`)."""
+    import re
+    import typing
+    from dataclasses import is_dataclass
+
+    found = re.match(r"Error merging override ([\w.]+)=.*: Invalid type assigned: \w+ is not a subclass of "
+                     r"\w+\. value: (.*)$", head)
+    if found is None:
+        return None
+    key, value = found.groups()
+    node: typing.Any = schema.Config
+    for part in key.split("."):
+        hints = typing.get_type_hints(node) if isinstance(node, type) and is_dataclass(node) else {}
+        if part not in hints:
+            return None
+        node = _unwrap_optional(hints[part])
+    if not (isinstance(node, type) and is_dataclass(node)):
+        return None
+    names = list(typing.get_type_hints(node))
+    fix = f"to turn it off: {key}.enable=false" if "enable" in names else f"set its keys ({', '.join(names)})"
+    return f"{key} is a group of settings, got {value}; {fix}"
 
 
 def _yaml_error(exc: BaseException) -> str | None:
@@ -137,7 +166,8 @@ def added_key_refusal(overrides: list[str]) -> str | None:
     reward and only change the run's name. A `+name=` with no dot must name a config group
     (`+sweep=reward_grid`); a dotted key must be a key of the schema (src/config/schema.py), except
     under its free-form parts (`verl.`: checked against verl's own tree by src/verl_config/user_keys.py;
-    `reward.`, a mapping such as `scorer.models.`). Hydra's own keys (`hydra.`) are Hydra's business."""
+    a mapping such as `scorer.models.` or `reward.weights.`, whose component names src/rewards/settings.py
+    checks against the registry, plug-ins included). Hydra's own keys (`hydra.`) are Hydra's business."""
     import difflib
     import typing
     from dataclasses import fields, is_dataclass
@@ -165,16 +195,11 @@ def added_key_refusal(overrides: list[str]) -> str | None:
             fix = (f"; did you mean {'' if near[0] in default_groups else '+'}{near[0]}={value}?" if near else "")
             return (f"{o.input_line} names no config group (groups: {', '.join(sorted(groups))}): it would add a "
                     f"key nothing reads{fix}")
-        if key.startswith("reward."):
-            refusal = _reward_key_refusal(o.input_line, key.split(".")[1:])
-            if refusal:
-                return refusal
-            continue
         node: typing.Any = schema.Config
         path = []
         for part in key.split("."):
             if not (isinstance(node, type) and is_dataclass(node)):
-                break  # a mapping or `Any` (verl, reward, scorer.models, accelerator.env): free keys
+                break  # a mapping or `Any` (verl, scorer.models, accelerator.env, reward.weights): free keys
             hints = typing.get_type_hints(node)
             if part not in hints:
                 return _no_such_key(o.input_line, path, part, hints)
@@ -183,50 +208,8 @@ def added_key_refusal(overrides: list[str]) -> str | None:
     return None
 
 
-# maps under reward. keyed by component name: src/rewards/settings.py checks their keys against the
-# component registry, plug-ins included (`+reward.weights.my_component=0.5` is how a plug-in is weighted)
-REWARD_COMPONENT_MAPS = (("weights",), ("clip",), ("validation", "weights"))
-
-
-def reward_keys() -> dict:
-    """The keys a reward group has, as a tree (None at a leaf): the shared file conf/reward_base/default.yaml
-    and every group in conf/reward/ (a key one group has, another may be given with `+`)."""
-    import yaml
-
-    def merge(into: dict, tree: dict) -> None:
-        for k, v in tree.items():
-            if isinstance(v, dict):
-                if not isinstance(into.get(k), dict):
-                    into[k] = {}
-                merge(into[k], v)
-            else:
-                into.setdefault(k, None)
-
-    keys: dict = {}
-    for path in [CONF_DIR / "reward_base" / "default.yaml", *sorted((CONF_DIR / "reward").glob("*.yaml"))]:
-        tree = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        tree.pop("defaults", None)
-        merge(keys, tree)
-    return keys
-
-
-def _reward_key_refusal(line: str, parts: list[str]) -> str | None:
-    """`+reward.weigths.kiwi=0.5`: the reward group is a free mapping to Hydra (it is parsed by
-    src/rewards/settings.py), so a misspelt key would be added, read by nothing, and the run named by it."""
-    node: dict | None = reward_keys()
-    for i, part in enumerate(parts):
-        if tuple(parts[:i]) in REWARD_COMPONENT_MAPS:
-            return None  # a component name: checked against the registry with the plug-ins loaded
-        if not isinstance(node, dict):
-            return None  # below a leaf (a list or scalar value's own structure): the group's parser decides
-        if part not in node:
-            return _no_such_key(line, ["reward", *parts[:i]], part, node)
-        node = node[part]
-    return None
-
-
 def _no_such_key(line: str, path: list[str], part: str, keys) -> str:
-    """The refusal of an added key `part` under `path` (the schema's or the reward group's), with the
+    """The refusal of an added key `part` under `path` (the schema's), with the
     nearest existing key or, failing one, the keys there are."""
     import difflib
 

@@ -6,26 +6,39 @@ of the wrong type (`gpus=four`, `scorer.batch_tokens=1.5`), an unknown key in a 
 (`scorer.batch_token: 1`), or a value outside an enum (`scorer.placement=gpu`) is refused by
 Hydra at composition, with the key, before anything is planned. What a type cannot say (a count
 must be >= 1, a delay shorter than the time limit) is checked by the plan (src/plan/), which
-names the key too: every number a user sets has its interval there (src/plan/values.py RANGES,
-and VERL_RANGES for the common verl numbers set through `+verl.`).
+names the key too.
+
+A field declared with `setting(...)` (src/config/settings_field.py) carries its facts in one place: its doc line, the interval a
+number must lie in (with an example), and the verl key the launcher copies it to. The plan's range
+table (src/plan/values.py RANGES, and the same interval for that verl key reached through `+verl.`:
+VERL_RANGES) and the plan -> verl table (src/verl_config/ppo_trainer.py VERL_KEYS) are derived from
+these (`settings()`), not restated.
 
 Values live in conf/ (`MISSING` here means "the yaml sets it"); the few defaults below are for
-keys a file may leave out. The `reward` group is typed by src/rewards/settings.py instead, which
-the reward function also runs inside verl's reward workers, and `verl` is verl's own config
-(validated by verl, src/verl_config/).
+keys a file may leave out. The `reward` group's types are src/config/reward_schema.py's (its values
+are checked again by src/rewards/settings.py, which the reward workers run on verl's reward kwargs),
+and `verl` is verl's own config (validated by verl, src/verl_config/).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from enum import Enum
+import functools
+import typing
+from dataclasses import dataclass, field, fields, is_dataclass
+from enum import Enum, StrEnum
 from typing import Any, Dict, List, Optional
 
 from omegaconf import MISSING
 
+from .reward_schema import RewardSchema
+from .settings_field import setting
+
 SCHEMA_NAME = "qe_rl_schema"
 
 
-class Placement(Enum):
+class Placement(StrEnum):
+    """Where the QE scorer runs (scorer.placement). A StrEnum: the composed config (plain strings,
+    src/config/compose.py to_plain) and the plan compare against its members, and plan.json holds the
+    member's value."""
     shared = "shared"        # on one training GPU (the plan lowers vLLM's share to make room)
     dedicated = "dedicated"  # own GPU(s) beyond the training GPUs
     cpu = "cpu"              # debugging
@@ -60,15 +73,18 @@ class ModelSchema:
     name: str = MISSING
     path: str = MISSING
     use_chat_template: bool = MISSING
-    params_b: float = MISSING
-    num_layers: int = MISSING
-    hidden_size: int = MISSING
-    intermediate_size: int = MISSING
-    num_attention_heads: int = MISSING
-    num_kv_heads: int = MISSING
-    vocab_size: int = MISSING
-    rollout_tp: int = MISSING
-    gpu_memory_utilization: float = MISSING
+    params_b: float = setting(doc="parameters in billions (the memory plan)", interval="(0, inf)", example="3.09")
+    num_layers: int = setting(doc="decoder layers (the memory plan)", interval="[1, inf)", example="36")
+    hidden_size: int = setting(doc="hidden size (the memory plan)", interval="[1, inf)", example="2048")
+    intermediate_size: int = setting(doc="MLP size (the memory plan)", interval="[1, inf)", example="11008")
+    num_attention_heads: int = setting(doc="attention heads (the memory plan)", interval="[1, inf)", example="16")
+    num_kv_heads: int = setting(doc="KV heads: rollout TP must divide them", interval="[1, inf)", example="2")
+    vocab_size: int = setting(doc="vocabulary size (the memory plan)", interval="[1, inf)", example="151936")
+    rollout_tp: int = setting(doc="preferred vLLM tensor parallel size (the plan lowers it to what divides)",
+                              interval="[1, inf)", example="2")
+    gpu_memory_utilization: float = setting(
+        doc="vLLM's share of a GPU, a ceiling (the plan lowers it for a shared scorer)", interval="(0, 1]",
+        example="0.6", verl="actor_rollout_ref.rollout.gpu_memory_utilization")
     # actor/ref attention (src/plan/attention.py chooses for auto and says why in the plan table)
     attn_implementation: AttnImplementation = AttnImplementation.auto
     # a directory: the model is built there at launch from the shape above, with the tiny QE
@@ -89,36 +105,49 @@ class DataSchema:
 
 @dataclass
 class FilterGroupsSchema:
-    enable: bool = MISSING
-    metric: str = MISSING
-    max_num_gen_batches: int = MISSING
+    enable: bool = setting(doc="DAPO's dynamic sampling: drop groups whose metric is all equal",
+                           verl="algorithm.filter_groups.enable")
+    metric: str = setting(doc="the reward field a group is filtered on", verl="algorithm.filter_groups.metric")
+    max_num_gen_batches: int = setting(doc="generation batches per step before the step fails",
+                                       verl="algorithm.filter_groups.max_num_gen_batches")
     # verl 0.9.1's own default (algorithm.filter_groups.max_inflight_gen_batches)
-    max_inflight_gen_batches: int = 1
+    max_inflight_gen_batches: int = setting(1, doc="generation batches in flight at once", interval="[1, inf)",
+                                            example="1")
 
 
 @dataclass
 class OverlongBufferSchema:
     enable: bool = MISSING
-    len: int = MISSING
-    penalty_factor: float = MISSING
+    # >= 1 when enabled (src/plan/values.py check_ranges): verl's DAPO manager asserts len > 0
+    # (verl/experimental/reward_loop/reward_manager/dapo.py DAPORewardManager.__init__)
+    len: int = setting(doc="tokens before max_response_length where the overlong penalty starts",
+                       interval="[0, inf)", example="512")
+    penalty_factor: float = setting(doc="the overlong penalty at max_response_length", interval="[0, inf)",
+                                    example="1.0")
 
 
 @dataclass
 class AlgoSchema:
     name: str = MISSING
     adv_estimator: str = MISSING
-    norm_adv_by_std_in_grpo: bool = MISSING
-    use_kl_loss: bool = MISSING
-    kl_loss_coef: float = MISSING
-    kl_loss_type: str = MISSING
-    entropy_coeff: float = MISSING
-    clip_ratio_low: float = MISSING
-    clip_ratio_high: float = MISSING
-    loss_agg_mode: str = MISSING
-    # verl's policy loss (actor_rollout_ref.actor.policy_loss.loss_mode: a name registered with
-    # core_algos.register_policy_loss); verl's own default, so a preset (or a snapshot) older than the key
-    # composes to the config it had
-    loss_mode: str = "vanilla"
+    norm_adv_by_std_in_grpo: bool = setting(doc="GRPO divides the advantage by the group's std",
+                                            verl="algorithm.norm_adv_by_std_in_grpo")
+    use_kl_loss: bool = setting(doc="a KL loss to the reference policy", verl="actor_rollout_ref.actor.use_kl_loss")
+    kl_loss_coef: float = setting(doc="the KL loss's weight", interval="[0, inf)", example="0.001",
+                                  verl="actor_rollout_ref.actor.kl_loss_coef")
+    kl_loss_type: str = setting(doc="the KL estimator (low_var_kl, k1, ...)", verl="actor_rollout_ref.actor.kl_loss_type")
+    entropy_coeff: float = setting(doc="the entropy bonus's weight", verl="actor_rollout_ref.actor.entropy_coeff")
+    # the policy ratio is clipped to [1 - low, 1 + high] (verl/trainer/ppo/core_algos.py compute_policy_loss_*);
+    # 1: no lower bound but 0 (CISPO, conf/algo/cispo.yaml)
+    clip_ratio_low: float = setting(doc="the ratio's lower clip, 1 - low", interval="[0, 1]", example="0.2",
+                                    verl="actor_rollout_ref.actor.clip_ratio_low")
+    clip_ratio_high: float = setting(doc="the ratio's upper clip, 1 + high", interval="[0, inf)", example="0.28",
+                                     verl="actor_rollout_ref.actor.clip_ratio_high")
+    loss_agg_mode: str = setting(doc="how token losses are aggregated (token-mean, seq-mean-token-sum, ...)",
+                                 verl="actor_rollout_ref.actor.loss_agg_mode")
+    # verl's own default, so a preset (or a snapshot) older than the key composes to the config it had
+    loss_mode: str = setting("vanilla", doc="verl's policy loss: a name registered with "
+                             "core_algos.register_policy_loss", verl="actor_rollout_ref.actor.policy_loss.loss_mode")
     reward_manager: str = MISSING
     filter_groups: FilterGroupsSchema = field(default_factory=FilterGroupsSchema)
     overlong_buffer: OverlongBufferSchema = field(default_factory=OverlongBufferSchema)
@@ -153,7 +182,7 @@ class ScorerModelSchema:
 @dataclass
 class ScorerSchema:
     placement: Placement = MISSING
-    dedicated_gpus: int = MISSING
+    dedicated_gpus: int = setting(doc="GPUs per node of a dedicated scorer", interval="[0, inf)", example="1")
     dtype: ScorerDtype = MISSING
     python: str = MISSING
     batch_tokens: int = MISSING
@@ -195,19 +224,28 @@ class BatchSchema:
 
 @dataclass
 class TrainerSchema:
-    total_epochs: int = MISSING
-    total_training_steps: Optional[int] = MISSING
-    save_freq: int = MISSING
-    test_freq: int = MISSING
-    val_before_train: bool = MISSING
-    resume_mode: str = MISSING
-    lr: float = MISSING
+    # no verl key here: verl's trainer.total_epochs, whichever key sets it, is a count verl's workers need
+    # >= 1, refused by src/verl_config/checks.py POSITIVE_COUNTS (src/verl_config/ppo_trainer.py copies it)
+    total_epochs: int = setting(doc="passes over the training data", interval="[1, inf)", example="1")
+    total_training_steps: Optional[int] = setting(
+        doc="steps to train; null: from the epochs and data size", interval="[1, inf)", example="200",
+        note=" (or null: from the epochs and data size)", verl="trainer.total_training_steps")
+    # verl saves/validates when freq > 0 (verl/trainer/ppo/v1/trainer_base.py PPOTrainer.fit): -1 = never
+    save_freq: int = setting(doc="steps between checkpoints", interval="[-1, inf)", example="50",
+                             note=" (-1: never)", verl="trainer.save_freq")
+    test_freq: int = setting(doc="steps between validations", interval="[-1, inf)", example="25",
+                             note=" (-1: never)", verl="trainer.test_freq")
+    val_before_train: bool = setting(doc="validate before the first step", verl="trainer.val_before_train")
+    resume_mode: str = setting(doc="auto: resume from the newest checkpoint in the checkpoint dir",
+                               verl="trainer.resume_mode")
+    lr: float = setting(doc="the actor's learning rate", interval="(0, inf)", example="1e-6",
+                        verl="actor_rollout_ref.actor.optim.lr")
 
 
 @dataclass
 class MemorySchema:
     gpu_gb: Optional[float] = MISSING
-    reserve_gb: float = MISSING
+    reserve_gb: float = setting(doc="GiB per GPU beside what the plan counts", interval="[0, inf)", example="4")
 
 
 @dataclass
@@ -223,7 +261,8 @@ class SlurmSchema:
     qos: Optional[str] = MISSING
     constraint: Optional[str] = MISSING
     cpus_per_task: Optional[int] = MISSING
-    mem_gb: Optional[int] = MISSING
+    mem_gb: Optional[int] = setting(doc="memory per node in GB; null: the partition's default", interval="[1, inf)",
+                                    example="256", note=" (or null: the partition's default)")
     timeout_min: int = MISSING
     signal_delay_s: int = MISSING
     max_num_timeout: int = MISSING
@@ -261,8 +300,8 @@ class Config:
     paths: PathsSchema = field(default_factory=PathsSchema)
     model: ModelSchema = field(default_factory=ModelSchema)
     data: DataSchema = field(default_factory=DataSchema)
-    # typed by src/rewards/settings.py (see the module docstring)
-    reward: Any = MISSING
+    # the reward group's types: src/config/reward_schema.py
+    reward: RewardSchema = field(default_factory=RewardSchema)
     algo: AlgoSchema = field(default_factory=AlgoSchema)
     logger: LoggerSchema = field(default_factory=LoggerSchema)
     accelerator: AcceleratorSchema = field(default_factory=AcceleratorSchema)
@@ -270,7 +309,8 @@ class Config:
     # GPUs per node; any count is accepted here, the plan refuses < 1 and counts verl cannot split
     gpus: int = MISSING
     nodes: int = MISSING
-    seed: int = MISSING
+    # numpy/torch seeds are uint32
+    seed: int = setting(doc="the run's seed (data order, sampling, init)", interval="[0, 4294967295]", example="1")
     dry_run: bool = MISSING
     batch: BatchSchema = field(default_factory=BatchSchema)
     trainer: TrainerSchema = field(default_factory=TrainerSchema)
@@ -291,3 +331,46 @@ def register() -> None:
     from hydra.core.config_store import ConfigStore
 
     ConfigStore.instance().store(name=SCHEMA_NAME, node=Config)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One config value's facts, read from its schema field (`setting(...)`)."""
+    key: str                   # dotted, from the config's root
+    integer: bool              # its type is int
+    null_ok: bool              # its type is Optional: null means "unset"
+    doc: str
+    interval: Optional[str]
+    example: Optional[str]
+    note: str
+    verl: Optional[str]
+
+
+@functools.lru_cache(maxsize=1)
+def settings() -> dict[str, Setting]:
+    """Every field declared with `setting(...)`, by dotted key, in the schema's order."""
+    out: dict[str, Setting] = {}
+
+    def walk(cls, prefix: str) -> None:
+        hints = typing.get_type_hints(cls)
+        for f in fields(cls):
+            kind = hints[f.name]
+            if is_dataclass(kind):
+                walk(kind, f"{prefix}{f.name}.")
+            elif "doc" in f.metadata:
+                args = typing.get_args(kind)
+                null_ok = type(None) in args
+                base = next((a for a in args if a is not type(None)), kind) if null_ok else kind
+                out[prefix + f.name] = Setting(key=prefix + f.name, integer=base is int, null_ok=null_ok,
+                                               **f.metadata)
+
+    walk(Config, "")
+    return out
+
+
+def verl_key(key: str) -> str:
+    """The verl key the schema maps config key `key` to (a KeyError names a key with none: a bug)."""
+    found = settings()[key].verl
+    if found is None:
+        raise KeyError(f"{key} has no verl key in src/config/schema.py")
+    return found

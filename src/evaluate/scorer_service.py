@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Iterator
 
 from src.config import compose_config
+from src.config.schema import Placement
 from src.data.safe_write import dir_mode
 from src.node.preflight import visible_gpus
 from src.node.scorer_service import ScorerProcess
@@ -72,8 +73,8 @@ def plan_for(opts: EvalOptions, scorer_cfg: dict, environ: dict | None = None) -
     if not Path(python).exists():
         raise UsageError(f"the scorer env's python {python} does not exist (make setup, or give scorer_url=)")
     on_gpu = device != "cpu"
-    # the evaluation's service has its device to itself: "dedicated" on a GPU
-    return ScorerPlan(placement="dedicated" if on_gpu else "cpu", device=device, training_gpu_index=None,
+    # the evaluation's service has its device to itself: dedicated on a GPU
+    return ScorerPlan(placement=Placement.dedicated if on_gpu else Placement.cpu, device=device, training_gpu_index=None,
                       dtype=str(scorer_cfg["dtype"]) if on_gpu else "fp32", python=python,
                       batch_tokens=int(scorer_cfg["batch_tokens"]), ready_timeout_s=float(scorer_cfg["ready_timeout_s"]),
                       restarts=int(scorer_cfg["restarts"]), models=tuple(models))

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from src.config import CODE_ROOT
+from src.config.schema import Placement
 from src.plan import RunPlan
 from src.record.snapshot import SNAPSHOT
 
@@ -29,9 +30,9 @@ def split_devices(plan: RunPlan, environ: dict) -> tuple[dict, str | None]:
     s = plan.scorer
     if s is None:
         return training_env, None
-    if s.placement == "shared":
+    if s.placement == Placement.shared:
         scorer = training[s.training_gpu_index] if s.training_gpu_index < len(training) else str(s.training_gpu_index)
-    elif s.placement == "dedicated":
+    elif s.placement == Placement.dedicated:
         scorer = ",".join(devices[plan.gpus_per_node:plan.node_gpus])
     else:
         scorer = ""

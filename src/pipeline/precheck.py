@@ -156,8 +156,8 @@ def check_data_files(plan: RunPlan, composed: dict, checked: dict | None = None)
             return [f"train data {plan.train_files} does not exist yet; a real launch builds it (model.build_dir)"]
         return [f"train data {plan.train_files} does not exist yet; a real launch needs it (python -m "
                 f"src.data.prepare ... --split train --out {plan.train_files})"]
-    if rows < plan.batch.P:
-        short = (f"train data {plan.train_files} has {rows} prompts, fewer than one step's {plan.batch.P} "
+    if rows < plan.batch.prompts_per_step:
+        short = (f"train data {plan.train_files} has {rows} prompts, fewer than one step's {plan.batch.prompts_per_step} "
                  f"(data.train_batch_size for G={plan.world_size}): verl drops an incomplete batch, so the run "
                  f"would train 0 steps; prepare more rows, or set batch.prompts_per_step={rows} or lower")
         if not dry:

@@ -17,7 +17,7 @@ GPU_COUNT = re.compile(r"^\+*(gpus|nodes)=")
 
 def _geometry(plan: RunPlan) -> str:
     b = plan.batch
-    return f"{b.P} prompts per step, mini batch {b.m}, {b.samples_per_step} samples per step"
+    return f"{b.prompts_per_step} prompts per step, mini batch {b.mini_batch_prompts}, {b.samples_per_step} samples per step"
 
 
 def moved_geometry_note(plan: RunPlan, overrides: list[str]) -> str | None:

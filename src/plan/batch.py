@@ -13,35 +13,35 @@ from typing import Any, Optional
 from .values import Adjustment, PlanError, at_least, flatten
 from .verl_rules import RULES, BatchValues, Rule, check
 
-# where a batch value can be pinned explicitly (verl key names, under the `verl` passthrough)
+# where a batch value can be pinned explicitly: the batch intent key (config.yaml `batch.`; the plan's
+# BatchPlan field of the same name) -> the verl key that pins it (under the `verl` passthrough; P by
+# data.train_batch_size). A pinned value replaces the intent and is kept or refused, never adjusted.
 PIN_KEYS = {
-    "P": "data.train_batch_size",
-    "n": "actor_rollout_ref.rollout.n",
-    "m": "actor_rollout_ref.actor.ppo_mini_batch_size",
-    "mu": "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
-    "lam": "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
-    "tp": "actor_rollout_ref.rollout.tensor_model_parallel_size",
+    "prompts_per_step": "data.train_batch_size",
+    "samples_per_prompt": "actor_rollout_ref.rollout.n",
+    "mini_batch_prompts": "actor_rollout_ref.actor.ppo_mini_batch_size",
+    "micro_batch_per_gpu": "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
+    "log_prob_micro_batch_per_gpu": "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
+    "rollout_tp": "actor_rollout_ref.rollout.tensor_model_parallel_size",
 }
-
-# the intent key each pin replaces
-PIN_ATTR_INTENT = {"P": "prompts_per_step", "n": "samples_per_prompt", "m": "mini_batch_prompts",
-                   "mu": "micro_batch_per_gpu", "lam": "log_prob_micro_batch_per_gpu", "tp": "rollout_tp"}
 
 
 @dataclass(frozen=True)
 class BatchPlan:
-    P: int
-    n: int
-    m: int
-    mu: Optional[int]
-    lam: Optional[int]
-    tp: int
+    """The verl batch sizes of a run (each field named as its intent in config.yaml `batch.`; the
+    formula symbols of src/plan/verl_rules.py in brackets)."""
+    prompts_per_step: int                         # (P) data.train_batch_size
+    samples_per_prompt: int                       # (n) rollout.n, the GRPO group size
+    mini_batch_prompts: int                       # (m) actor.ppo_mini_batch_size
+    micro_batch_per_gpu: Optional[int]            # (mu) actor.ppo_micro_batch_size_per_gpu; None: dynamic bsz
+    log_prob_micro_batch_per_gpu: Optional[int]   # (lam) rollout/ref log_prob_micro_batch_size_per_gpu; idem
+    rollout_tp: int                               # (tp) rollout.tensor_model_parallel_size
     dynamic_bsz: bool
     max_token_len_per_gpu: Optional[int]
 
     @property
     def samples_per_step(self) -> int:
-        return self.P * self.n
+        return self.prompts_per_step * self.samples_per_prompt
 
 
 def _nearest_multiple(target: int, step: int) -> int:
@@ -89,7 +89,7 @@ def plan_batch(cfg: dict, gpus_per_node: int, world_size: int,
     passthrough = flatten(cfg.get("verl") or {})
     pins = {}
     if data.get("train_batch_size") is not None:
-        pins["P"] = data["train_batch_size"]
+        pins["prompts_per_step"] = data["train_batch_size"]
     for attr, key in PIN_KEYS.items():
         if key in passthrough:
             pins[attr] = passthrough[key]
@@ -99,7 +99,7 @@ def plan_batch(cfg: dict, gpus_per_node: int, world_size: int,
             raise PlanError(f"{PIN_KEYS[attr]} must be a positive integer, got {value!r} (e.g. {PIN_KEYS[attr]}=8)")
         at_least(value, 1, PIN_KEYS[attr], f"{PIN_KEYS[attr]}=8")
 
-    n = pins.get("n", at_least(intent["samples_per_prompt"], 1, "batch.samples_per_prompt",
+    n = pins.get("samples_per_prompt", at_least(intent["samples_per_prompt"], 1, "batch.samples_per_prompt",
                                "batch.samples_per_prompt=8"))
     P0 = at_least(intent["prompts_per_step"], 1, "batch.prompts_per_step", "batch.prompts_per_step=48")
     m0 = at_least(intent["mini_batch_prompts"], 1, "batch.mini_batch_prompts", "batch.mini_batch_prompts=24")
@@ -119,16 +119,16 @@ def plan_batch(cfg: dict, gpus_per_node: int, world_size: int,
 
     def derive(pinned: dict) -> BatchValues:
         """Pinned values as given; everything else moved to the nearest value that fits."""
-        tp = pinned.get("tp", _rollout_tp(tp_pref, gpus_per_node, kv_heads))
+        tp = pinned.get("rollout_tp", _rollout_tp(tp_pref, gpus_per_node, kv_heads))
         # m*n % G == 0  <=>  m is a multiple of G / gcd(n, G)
-        m = pinned.get("m", _nearest_multiple(m0, G // math.gcd(n, G)))
-        P = pinned.get("P", _nearest_multiple(P0, m))
+        m = pinned.get("mini_batch_prompts", _nearest_multiple(m0, G // math.gcd(n, G)))
+        P = pinned.get("prompts_per_step", _nearest_multiple(P0, m))
         mu = lam = None
         if not dynamic:
             per_gpu_mini = (m * n) // G if (m * n) % G == 0 else 1
             per_gpu_step = (P * n) // G if (P * n) % G == 0 else 1
-            mu = pinned.get("mu", _largest_divisor_at_most(per_gpu_mini, mu_max))
-            lam = pinned.get("lam", _largest_divisor_at_most(per_gpu_step, lam_max))
+            mu = pinned.get("micro_batch_per_gpu", _largest_divisor_at_most(per_gpu_mini, mu_max))
+            lam = pinned.get("log_prob_micro_batch_per_gpu", _largest_divisor_at_most(per_gpu_step, lam_max))
         return BatchValues(G=G, gpus_per_node=gpus_per_node, P=P, n=n, m=m, mu=mu, lam=lam, tp=tp,
                            kv_heads=kv_heads, dynamic_bsz=dynamic, max_token_len_per_gpu=max_tokens,
                            max_seq_len=max_seq_len)
@@ -144,11 +144,9 @@ def plan_batch(cfg: dict, gpus_per_node: int, world_size: int,
             raise _refuse(values, broken, pins, derive)
         raise PlanError(f"internal: derived batch breaks {broken[0].formula} ({values}); please report")
 
-    pinned_intent = {PIN_ATTR_INTENT[a] for a in pins}
-
     def note(key: str, want: Any, got: Any, reason: str) -> None:
         # a pinned value is the user's explicit choice, not an adjustment of intent
-        if want != got and key not in pinned_intent:
+        if want != got and key not in pins:
             adjustments.append(Adjustment(key, want, got, reason))
 
     note("rollout_tp", tp_pref, values.tp,
@@ -161,6 +159,6 @@ def plan_batch(cfg: dict, gpus_per_node: int, world_size: int,
              f"must divide the {values.m * n // G} samples each GPU gets per mini batch")
         note("log_prob_micro_batch_per_gpu", lam_max, values.lam,
              f"must divide the {values.P * n // G} samples each GPU gets per step")
-    P, m, mu, lam, tp = values.P, values.m, values.mu, values.lam, values.tp
-    return BatchPlan(P=P, n=n, m=m, mu=mu, lam=lam, tp=tp, dynamic_bsz=dynamic,
-                     max_token_len_per_gpu=max_tokens)
+    return BatchPlan(prompts_per_step=values.P, samples_per_prompt=values.n, mini_batch_prompts=values.m,
+                     micro_batch_per_gpu=values.mu, log_prob_micro_batch_per_gpu=values.lam, rollout_tp=values.tp,
+                     dynamic_bsz=dynamic, max_token_len_per_gpu=max_tokens)

@@ -58,6 +58,7 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
+from src.config.schema import Placement
 from src.scorer.backends import BACKENDS
 
 from .memory_measured import (ADAM_STEP_TEMP_RATIO, CUDA_CONTEXT_GB, VLLM_CUDA_GRAPH_GB, VLLM_NON_TORCH_GB,
@@ -119,7 +120,7 @@ class MemoryInputs:
     actor_dtype: str
     ref_dtype: str
     vllm_share_ceiling: float
-    scorer_placement: Optional[str]  # None: no scorer runs
+    scorer_placement: Optional[Placement]  # None: no scorer runs
     scorer_dtype: str
     scorer_batch_tokens: int
     scorer_models: tuple[ScorerModel, ...]
@@ -188,7 +189,7 @@ def plan_memory(x: MemoryInputs) -> MemoryPlan:
     step_temps = ADAM_STEP_TEMP_RATIO * params
 
     s_weights, s_acts, s_total = scorer_need_gb(x.scorer_models, x.scorer_dtype, x.scorer_batch_tokens)
-    on_training_gpu = x.scorer_placement == "shared" and bool(x.scorer_models)
+    on_training_gpu = x.scorer_placement == Placement.shared and bool(x.scorer_models)
     scorer_here = s_total if on_training_gpu else 0.0
 
     resident = (0.0 if x.actor_param_offload else params) + (0.0 if x.actor_optimizer_offload else adam) + ref_resident
@@ -225,7 +226,7 @@ def plan_memory(x: MemoryInputs) -> MemoryPlan:
             f"+ micro batch {max(update_acts, step_temps):.1f} ({x.micro_tokens} tokens, FSDP buffers + "
             f"activations as measured in benches/RESULTS.md) + {scorer_txt} + reserve {x.reserve_gb:g} = "
             f"{update:.1f} GiB > {x.gpu_gb:g} GiB")
-    if x.scorer_placement == "dedicated" and s_total > x.gpu_gb:
+    if x.scorer_placement == Placement.dedicated and s_total > x.gpu_gb:
         problems.append(f"dedicated scorer: {s_total:.1f} GiB (weights {s_weights:.1f} + activations "
                         f"{s_acts:.1f} + {SCORER_CONTEXT_GB:g}) > {x.gpu_gb:g} GiB")
     return MemoryPlan(

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Optional
 
+from src.config.schema import Placement
 from src.scorer.backends import KINDS
 
 from .batch import BatchPlan
@@ -48,7 +49,7 @@ def _scorer_shapes(cfg: dict, names: list[str]) -> tuple[ScorerModel, ...]:
 
 
 def memory_inputs(cfg: dict, batch: BatchPlan, world_size: int, gpu_gb: float, scorer_models: list[str],
-                  placement: str, passthrough: dict) -> MemoryInputs:
+                  placement: Placement, passthrough: dict) -> MemoryInputs:
     model, data, memory, scorer = cfg["model"], cfg["data"], cfg["memory"], cfg["scorer"]
     max_seq = data["max_prompt_length"] + data["max_response_length"]
     reserve = memory["reserve_gb"]
@@ -56,12 +57,12 @@ def memory_inputs(cfg: dict, batch: BatchPlan, world_size: int, gpu_gb: float, s
         raise PlanError(f"memory.reserve_gb must be a number >= 0, got {reserve!r} (e.g. memory.reserve_gb=4)")
     flags = {attr: bool(passthrough.get(key, default)) for attr, (key, default) in OFFLOAD_KEYS.items()}
     dtypes = {attr: str(passthrough.get(key, default)) for attr, (key, default) in DTYPE_KEYS.items()}
-    micro = batch.max_token_len_per_gpu if batch.dynamic_bsz else batch.mu * max_seq
+    micro = batch.max_token_len_per_gpu if batch.dynamic_bsz else batch.micro_batch_per_gpu * max_seq
     return MemoryInputs(
         gpu_gb=float(gpu_gb), reserve_gb=float(reserve),
         actor=ActorShape(params_b=float(model["params_b"]), layers=model["num_layers"], hidden=model["hidden_size"],
                          heads=model["num_attention_heads"], kv_heads=model["num_kv_heads"], vocab=model["vocab_size"]),
-        world_size=world_size, tp=batch.tp, samples_per_step=batch.samples_per_step, max_seq_len=max_seq,
+        world_size=world_size, tp=batch.rollout_tp, samples_per_step=batch.samples_per_step, max_seq_len=max_seq,
         micro_tokens=micro, max_num_seqs=int(passthrough.get(MAX_NUM_SEQS[0], MAX_NUM_SEQS[1])),
         gradient_checkpointing=bool(passthrough.get(*GRADIENT_CHECKPOINTING)),
         # verl builds the reference model for a KL loss or a KL in the reward (verl/trainer/ppo/utils.py
@@ -84,15 +85,16 @@ def gpu_size_gb(cfg: dict, detected: Optional[float]) -> float:
 
 
 def refusal(cfg: dict, inputs: MemoryInputs, mem: MemoryPlan, scorer_models: list[str],
-            placement: str) -> PlanError:
+            placement: Placement) -> PlanError:
     """One line: what does not fit, with the numbers, and which alternatives would fit."""
     alternatives = []
     if "xcomet_xxl" in scorer_models and "xcomet_xl" in cfg["scorer"]["models"]:
         swapped = list(dict.fromkeys("xcomet_xl" if m == "xcomet_xxl" else m for m in scorer_models))
         alternatives.append(("XCOMET-XL instead of XXL (reward.span_model=xcomet_xl)",
                              replace(inputs, scorer_models=_scorer_shapes(cfg, swapped))))
-    if placement == "shared" and scorer_models:
-        alternatives.append(("scorer.placement=dedicated", replace(inputs, scorer_placement="dedicated")))
+    if placement == Placement.shared and scorer_models:
+        alternatives.append((f"scorer.placement={Placement.dedicated}",
+                             replace(inputs, scorer_placement=Placement.dedicated)))
     if not (inputs.actor_param_offload and inputs.actor_optimizer_offload
             and (inputs.ref_param_offload or not inputs.use_ref)):
         keys = [k for k, _ in OFFLOAD_KEYS.values() if inputs.use_ref or ".ref." not in k]

@@ -1,6 +1,8 @@
 """What each node asks for: training GPUs + dedicated scorer GPUs, and the CPUs Ray needs there."""
 from __future__ import annotations
 
+from src.config.schema import Placement
+
 from .values import at_least
 
 
@@ -16,7 +18,7 @@ def node_resources(cfg: dict, gpus_per_node: int) -> tuple[int, int]:
     this size on every node; slurm.cpus_per_task can only raise the CPUs."""
     scorer = cfg["scorer"]
     scorer_gpus = 0
-    if scorer["placement"] == "dedicated":
+    if scorer["placement"] == Placement.dedicated:
         scorer_gpus = at_least(scorer["dedicated_gpus"], 1, "scorer.dedicated_gpus", "scorer.dedicated_gpus=1")
     cpus = ray_cpus_for(gpus_per_node)
     asked = (cfg.get("slurm") or {}).get("cpus_per_task")

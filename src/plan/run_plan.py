@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Optional
 
 from src.config import presets
+from src.config.schema import Placement
 from src.rewards import normalise
 from src.rewards.credit import launch as credit_launch
 from src.rewards.credit.launch import TokenCreditPlan
@@ -207,13 +208,13 @@ def build_plan(cfg: dict, run_dir: str, gpu_memory_gb: Optional[float] = None, f
 
     passthrough = {k: v for k, v in flatten(cfg.get("verl") or {}).items()
                    if k not in PIN_KEYS.values()}
-    placement = cfg["scorer"]["placement"]
-    if cfg["accelerator"]["device"] == "cpu" and placement != "cpu":
+    placement = Placement(cfg["scorer"]["placement"])
+    if cfg["accelerator"]["device"] == "cpu" and placement != Placement.cpu:
         # experiment=smoke_tiny shares its GPU with the scorer; on the CPU loop there is none to share
-        adjustments.append(Adjustment("scorer.placement", placement, "cpu",
+        adjustments.append(Adjustment("scorer.placement", placement.value, Placement.cpu.value,
                                       "accelerator=cpu: there is no GPU for the QE scorer"))
-        placement = "cpu"
-        cfg = {**cfg, "scorer": {**cfg["scorer"], "placement": placement}}
+        placement = Placement.cpu
+        cfg = {**cfg, "scorer": {**cfg["scorer"], "placement": placement.value}}
     scorer_gpus, node_cpus = node_resources(cfg, gpus_per_node)
     scorer = scorer_plan(cfg["scorer"], scorer_models, placement, gpus_per_node)
     inputs = memory_inputs(cfg, batch, world_size, gpu_size_gb(cfg, gpu_memory_gb), scorer_models, placement,

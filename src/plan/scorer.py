@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from src.config.schema import Placement
+
 from .values import PlanError, at_least, positive
 
 
@@ -23,7 +25,7 @@ class ScorerModelSpec:
 @dataclass(frozen=True)
 class ScorerPlan:
     """The QE scoring service each node runs (src/node/scorer_service.py starts it from this)."""
-    placement: str                  # shared | dedicated | cpu
+    placement: Placement
     device: str                     # the service's `device`: cuda (sees only its own GPU(s)) or cpu
     # shared: index among this node's training GPUs the service runs on (the last one: rank 0's GPU
     # also hosts verl's driver-side allocations); None otherwise
@@ -51,7 +53,7 @@ def models_needed(cfg: dict) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def scorer_plan(scorer: dict, models: list[str], placement: str, gpus_per_node: int) -> Optional[ScorerPlan]:
+def scorer_plan(scorer: dict, models: list[str], placement: Placement, gpus_per_node: int) -> Optional[ScorerPlan]:
     """Where and how the QE service runs (`scorer`: the composed scorer group; `placement`: shared,
     dedicated or cpu); None when no QE model is needed."""
     if not models:
@@ -60,10 +62,10 @@ def scorer_plan(scorer: dict, models: list[str], placement: str, gpus_per_node: 
                                   kind=str(scorer["models"][name]["kind"]),
                                   encoder=scorer["models"][name].get("encoder"),
                                   tokenizer=scorer["models"][name].get("tokenizer")) for name in models)
-    on_gpu = placement in ("shared", "dedicated")
+    on_gpu = placement in (Placement.shared, Placement.dedicated)
     return ScorerPlan(
         placement=placement, device="cuda" if on_gpu else "cpu",
-        training_gpu_index=gpus_per_node - 1 if placement == "shared" else None,
+        training_gpu_index=gpus_per_node - 1 if placement == Placement.shared else None,
         # bf16/fp16 are autocast on CUDA; the CPU path runs fp32
         dtype=scorer["dtype"] if on_gpu else "fp32", python=str(scorer["python"]),
         batch_tokens=at_least(scorer["batch_tokens"], 1, "scorer.batch_tokens", "scorer.batch_tokens=16384"),

@@ -6,6 +6,8 @@ import shlex
 from rich.console import Console
 from rich.table import Table
 
+from src.config.schema import Placement
+
 from .run_plan import RunPlan, reward_names
 
 
@@ -82,9 +84,9 @@ def scorer_where(plan: RunPlan) -> str:
     s = plan.scorer
     if s is None:
         return "-"
-    if s.placement == "shared":
+    if s.placement == Placement.shared:
         return f"shared: training GPU {s.training_gpu_index} of each node, {s.dtype}"
-    if s.placement == "dedicated":
+    if s.placement == Placement.dedicated:
         return f"dedicated: {plan.scorer_gpus_per_node} own GPU(s) per node, {s.dtype}"
     return "cpu (debugging)"
 
@@ -114,7 +116,7 @@ def memory_rows(plan: RunPlan) -> list[tuple[str, str, str]]:
          f"GiB of its {m.vllm_gb:.1f}; the step needs {m.kv_needed_gb:.1f} GiB KV "
          f"({m.rollout_seqs_per_replica} seqs per replica)"),
     ]
-    if plan.scorer is not None and plan.scorer.placement != "cpu":
+    if plan.scorer is not None and plan.scorer.placement != Placement.cpu:
         rows.append(("scorer GPU memory", f"{m.scorer_gb:.1f}",
                      f"GiB: weights {m.scorer_weights_gb:.1f} + activations {m.scorer_activations_gb:.1f} "
                      f"(batch_tokens {plan.scorer.batch_tokens}) + context"))
@@ -143,16 +145,16 @@ def render(plan: RunPlan, command: list[str], verl_config_path: str, console: Co
         ("GPUs (G = per node x nodes)", f"{plan.gpus_per_node} x {plan.nodes} = {plan.world_size}",
          "trainer.n_gpus_per_node, trainer.nnodes"),
         accelerator_row(plan),
-        ("prompts per step (P)", b.P, why.get("prompts_per_step", "data.train_batch_size")),
-        ("samples per prompt (n)", b.n, "actor_rollout_ref.rollout.n"),
+        ("prompts per step (P)", b.prompts_per_step, why.get("prompts_per_step", "data.train_batch_size")),
+        ("samples per prompt (n)", b.samples_per_prompt, "actor_rollout_ref.rollout.n"),
         ("samples per step (P x n)", plan.samples_per_step, ""),
-        ("mini batch prompts (m)", b.m, why.get("mini_batch_prompts", "actor.ppo_mini_batch_size")),
-        ("micro batch per GPU (mu)", b.mu if not b.dynamic_bsz else "dynamic",
+        ("mini batch prompts (m)", b.mini_batch_prompts, why.get("mini_batch_prompts", "actor.ppo_mini_batch_size")),
+        ("micro batch per GPU (mu)", b.micro_batch_per_gpu if not b.dynamic_bsz else "dynamic",
          why.get("micro_batch_per_gpu", "actor.ppo_micro_batch_size_per_gpu")),
-        ("log-prob micro per GPU (lam)", b.lam if not b.dynamic_bsz else "dynamic",
+        ("log-prob micro per GPU (lam)", b.log_prob_micro_batch_per_gpu if not b.dynamic_bsz else "dynamic",
          why.get("log_prob_micro_batch_per_gpu", "rollout/ref.log_prob_micro_batch_size_per_gpu")),
         ("token budget per GPU", b.max_token_len_per_gpu or "-", "dynamic bsz only"),
-        ("rollout tensor parallel", b.tp, why.get("rollout_tp", "rollout.tensor_model_parallel_size")),
+        ("rollout tensor parallel", b.rollout_tp, why.get("rollout_tp", "rollout.tensor_model_parallel_size")),
         ("vLLM memory share", plan.gpu_memory_utilization,
          why.get("gpu_memory_utilization", "rollout.gpu_memory_utilization")),
         *memory_rows(plan),

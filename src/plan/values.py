@@ -3,7 +3,8 @@
 Types are the schema's (src/config/schema.py: Hydra refuses `gpus=four` at composition); what a
 type cannot say, a count >= 1 or a size > 0, is checked here, with the key and an example:
 `at_least`/`positive` where the plan derives from a value, and `RANGES`/`VERL_RANGES` (checked by
-`check_ranges` at the start of every plan) for every other number a user sets.
+`check_ranges` at the start of every plan) for every other number a user sets: our keys' intervals
+are declared on their schema fields (src/config/schema.py `setting`) and read from there.
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from src.config import schema
 from src.config.dotted import flatten  # noqa: F401  (src.plan.flatten, batch.py, run_plan.py)
 
 
@@ -65,6 +67,8 @@ class Range:
             return None
         if hi == math.inf:
             return f"must be {kind} {'>' if lo_open else '>='} {lo:g}"
+        if lo == -math.inf:
+            return f"must be {kind} {'<' if hi_open else '<='} {hi:g}"
         return f"must be {kind} in {self.interval}"
 
     def _bounds(self) -> tuple[float, float]:
@@ -72,47 +76,29 @@ class Range:
         return lo, hi
 
 
+def _schema_ranges() -> tuple[dict[str, Range], dict[str, Range]]:
+    """(our key -> its Range, its verl key -> the same Range) for every schema field with an interval
+    (src/config/schema.py `setting`): the verl key holds the same value, so it lies in the same interval."""
+    ours, theirs = {}, {}
+    for s in schema.settings().values():
+        if s.interval is None:
+            continue
+        ours[s.key] = Range(s.interval, f"{s.key}={s.example}{s.note}", integer=s.integer, null_ok=s.null_ok)
+        if s.verl is not None:
+            theirs[s.verl] = Range(s.interval, s.example, integer=s.integer, null_ok=s.null_ok)
+    return ours, theirs
+
+
 # every number of our config a user sets that no other plan step checks (those use at_least /
-# positive where they derive from it). Keys absent from a config (an older snapshot) are skipped.
-RANGES: dict[str, Range] = {
-    "seed": Range("[0, 4294967295]", "seed=1", integer=True),  # numpy/torch seeds are uint32
-    "trainer.lr": Range("(0, inf)", "trainer.lr=1e-6"),
-    "trainer.total_epochs": Range("[1, inf)", "trainer.total_epochs=1", integer=True),
-    "trainer.total_training_steps": Range("[1, inf)", "trainer.total_training_steps=200 (or null: from the "
-                                          "epochs and data size)", integer=True, null_ok=True),
-    # verl saves/validates when freq > 0 (verl/trainer/ppo/v1/trainer_base.py PPOTrainer.fit): -1 = never
-    "trainer.save_freq": Range("[-1, inf)", "trainer.save_freq=50 (-1: never)", integer=True),
-    "trainer.test_freq": Range("[-1, inf)", "trainer.test_freq=25 (-1: never)", integer=True),
-    "algo.kl_loss_coef": Range("[0, inf)", "algo.kl_loss_coef=0.001", ),
-    # the policy ratio is clipped to [1 - low, 1 + high] (verl/trainer/ppo/core_algos.py compute_policy_loss_*);
-    # 1: no lower bound but 0 (CISPO, conf/algo/cispo.yaml)
-    "algo.clip_ratio_low": Range("[0, 1]", "algo.clip_ratio_low=0.2"),
-    "algo.clip_ratio_high": Range("[0, inf)", "algo.clip_ratio_high=0.28"),
-    "algo.filter_groups.max_inflight_gen_batches": Range("[1, inf)", "algo.filter_groups.max_inflight_gen_batches=1",
-                                                         integer=True),
-    # >= 1 when enabled (check_ranges): verl's DAPO manager asserts len > 0
-    # (verl/experimental/reward_loop/reward_manager/dapo.py DAPORewardManager.__init__)
-    "algo.overlong_buffer.len": Range("[0, inf)", "algo.overlong_buffer.len=512", integer=True),
-    "algo.overlong_buffer.penalty_factor": Range("[0, inf)", "algo.overlong_buffer.penalty_factor=1.0"),
-    "model.params_b": Range("(0, inf)", "model.params_b=3.09"),
-    "model.num_layers": Range("[1, inf)", "model.num_layers=36", integer=True),
-    "model.hidden_size": Range("[1, inf)", "model.hidden_size=2048", integer=True),
-    "model.intermediate_size": Range("[1, inf)", "model.intermediate_size=11008", integer=True),
-    "model.num_attention_heads": Range("[1, inf)", "model.num_attention_heads=16", integer=True),
-    "model.num_kv_heads": Range("[1, inf)", "model.num_kv_heads=2", integer=True),
-    "model.vocab_size": Range("[1, inf)", "model.vocab_size=151936", integer=True),
-    "model.rollout_tp": Range("[1, inf)", "model.rollout_tp=2", integer=True),
-    "model.gpu_memory_utilization": Range("(0, 1]", "model.gpu_memory_utilization=0.6"),
-    "scorer.dedicated_gpus": Range("[0, inf)", "scorer.dedicated_gpus=1", integer=True),
-    "memory.reserve_gb": Range("[0, inf)", "memory.reserve_gb=4"),
-    "slurm.mem_gb": Range("[1, inf)", "slurm.mem_gb=256 (or null: the partition's default)", integer=True,
-                          null_ok=True),
-}
+# positive where they derive from it), from the schema. Keys absent from a config (an older snapshot)
+# are skipped.
+RANGES, _VERL_KEYS_RANGES = _schema_ranges()
 
 # Common verl numbers a user reaches through `+verl.<key>=` (keys under verl's ppo_trainer), each
-# with the interval verl's code needs; verl's validate_config checks none of these ranges.
+# with the interval verl's code needs; verl's validate_config checks none of these ranges. The verl
+# keys a schema field maps to take that field's interval (above); the rest are verl's own.
 VERL_RANGES: dict[str, Range] = {
-    "actor_rollout_ref.actor.optim.lr": Range("(0, inf)", "1e-6"),
+    **_VERL_KEYS_RANGES,
     "critic.optim.lr": Range("(0, inf)", "1e-5"),
     "actor_rollout_ref.actor.optim.weight_decay": Range("[0, inf)", "0.01"),
     # -1: take the warmup from lr_warmup_steps_ratio (verl/utils/torch_functional.py get_*_schedule_with_warmup)
@@ -121,11 +107,8 @@ VERL_RANGES: dict[str, Range] = {
     "actor_rollout_ref.actor.optim.min_lr_ratio": Range("[0, 1]", "0.0"),
     "actor_rollout_ref.actor.grad_clip": Range("(0, inf)", "1.0"),
     "actor_rollout_ref.actor.clip_ratio": Range("[0, 1)", "0.2"),
-    "actor_rollout_ref.actor.clip_ratio_low": Range("[0, 1]", "0.2"),
-    "actor_rollout_ref.actor.clip_ratio_high": Range("[0, inf)", "0.28"),
     # dual-clip bound, asserted > 1 by verl/trainer/ppo/core_algos.py compute_policy_loss_vanilla
     "actor_rollout_ref.actor.clip_ratio_c": Range("(1, inf)", "3.0"),
-    "actor_rollout_ref.actor.kl_loss_coef": Range("[0, inf)", "0.001"),
     "algorithm.kl_ctrl.kl_coef": Range("[0, inf)", "0.001"),
     "algorithm.kl_ctrl.target_kl": Range("[0, inf)", "0.1"),
     "algorithm.kl_ctrl.horizon": Range("[1, inf)", "10000", integer=True),
@@ -135,7 +118,6 @@ VERL_RANGES: dict[str, Range] = {
     "actor_rollout_ref.rollout.top_p": Range("(0, 1]", "1.0"),
     # vLLM: -1 (or 0) = no top-k
     "actor_rollout_ref.rollout.top_k": Range("[-1, inf)", "-1", integer=True),
-    "actor_rollout_ref.rollout.gpu_memory_utilization": Range("(0, 1]", "0.6"),
     "actor_rollout_ref.rollout.val_kwargs.temperature": Range("[0, inf)", "0"),
     "actor_rollout_ref.rollout.val_kwargs.top_p": Range("(0, 1]", "1.0"),
     "actor_rollout_ref.rollout.val_kwargs.n": Range("[1, inf)", "1", integer=True),
@@ -143,11 +125,8 @@ VERL_RANGES: dict[str, Range] = {
     "actor_rollout_ref.rollout.max_num_batched_tokens": Range("[1, inf)", "8192", integer=True),
     "data.max_prompt_length": Range("[1, inf)", "256", integer=True),
     "data.max_response_length": Range("[1, inf)", "1024", integer=True),
-    # (counts verl's own workers need >= 1, trainer.total_epochs among them, are checked on verl's
-    # config by src/verl_config/checks.py POSITIVE_COUNTS, whichever key set them)
-    "trainer.total_training_steps": Range("[1, inf)", "200", integer=True, null_ok=True),
-    "trainer.save_freq": Range("[-1, inf)", "50", integer=True),
-    "trainer.test_freq": Range("[-1, inf)", "25", integer=True),
+    # (other counts verl's own workers need >= 1 are checked on verl's config by
+    # src/verl_config/checks.py POSITIVE_COUNTS, whichever key set them)
 }
 
 _MISSING = object()

@@ -62,14 +62,19 @@ class LengthCoverageSettings:
 
 @dataclass(frozen=True)
 class GuardSettings:
-    """reward.guards (conf/reward_base/default.yaml; the checks: src/rewards/guards.py)."""
-    wrong_language: WrongLanguageSettings
-    repetition: RepetitionSettings
-    code_mix: CodeMixSettings
-    length_coverage: LengthCoverageSettings
+    """reward.guards (conf/reward_base/default.yaml; the checks: src/rewards/guards.py). None: the
+    reward kwargs have no settings for that guard (written before it existed): it is off."""
+    wrong_language: WrongLanguageSettings | None
+    repetition: RepetitionSettings | None
+    code_mix: CodeMixSettings | None
+    length_coverage: LengthCoverageSettings | None
+
+    def on(self, name: str) -> bool:
+        guard = getattr(self, name)
+        return guard is not None and guard.enable
 
     def enabled(self) -> tuple[str, ...]:
-        return tuple(n for n in GUARD_NAMES if getattr(self, n).enable)
+        return tuple(n for n in GUARD_NAMES if self.on(n))
 
 
 GUARD_CLASSES = {"wrong_language": WrongLanguageSettings, "repetition": RepetitionSettings,
@@ -78,8 +83,8 @@ GUARD_CLASSES = {"wrong_language": WrongLanguageSettings, "repetition": Repetiti
 
 def read_guards(value: Mapping[str, Any] | None) -> GuardSettings:
     """reward kwargs `guards` -> settings (src/rewards/guards.py). None (a verl config written
-    before the guards existed, replayed from a snapshot): every guard off, so the replay scores as
-    the original run did."""
+    before the guards existed, replayed from a snapshot), or a guard absent from them: that guard off,
+    so the replay scores as the original run did."""
     given = dict(value or {})
     unknown = [k for k in given if k not in GUARD_NAMES]
     if unknown:
@@ -94,7 +99,8 @@ def read_guards(value: Mapping[str, Any] | None) -> GuardSettings:
         sub = dict(given.get(name) or {})
         fields = cls.__dataclass_fields__
         if not sub:
-            sub = {f: GUARDS_OFF[name][f] for f in fields}
+            out[name] = None
+            continue
         missing = [f for f in fields if f not in sub and fields[f].default is MISSING]
         extra = [f for f in sub if f not in fields]
         if missing or extra:
@@ -130,9 +136,9 @@ def read_guards(value: Mapping[str, Any] | None) -> GuardSettings:
 
 def check_guards(s: GuardSettings) -> None:
     w, r, c, lc = s.wrong_language, s.repetition, s.code_mix, s.length_coverage
-    if not 0.0 < w.min_confidence <= 1.0:
+    if w is not None and not 0.0 < w.min_confidence <= 1.0:
         raise RewardConfigError(f"reward.guards.wrong_language.min_confidence must be in (0, 1], got {w.min_confidence}")
-    if w.enable:
+    if s.on("wrong_language"):
         from src.rewards.lid import known_languages  # loads the LID model: only when on
 
         known = set(known_languages(w.model))  # a model that is missing or does not load: one line
@@ -142,21 +148,12 @@ def check_guards(s: GuardSettings) -> None:
             raise RewardConfigError(f"reward.guards.wrong_language.languages: {bad[0]!r} is not a language the identifier "
                         f"knows ({identifier}: ISO 639-1 codes such as en, de, zh, ja)" if bad else
                         "reward.guards.wrong_language.languages needs at least two languages")
-    for key, share in (("repetition.max_share", r.max_share), ("repetition.margin", r.margin),
-                       ("code_mix.max_share", c.max_share)):
+    shares = ([("repetition.max_share", r.max_share), ("repetition.margin", r.margin)] if r is not None else []) + (
+        [("code_mix.max_share", c.max_share)] if c is not None else [])
+    for key, share in shares:
         if not 0.0 < share <= 1.0:
             raise RewardConfigError(f"reward.guards.{key} must be in (0, 1], got {share}")
-    if not 0.0 < lc.min_ratio < 1.0 < lc.max_ratio:
+    if lc is not None and not 0.0 < lc.min_ratio < 1.0 < lc.max_ratio:
         raise RewardConfigError(f"reward.guards.length_coverage needs 0 < min_ratio < 1 < max_ratio, got "
                     f"{lc.min_ratio} and {lc.max_ratio}")
 
-
-# every guard off (the settings of a replayed verl config from before the guards)
-GUARDS_OFF = {
-    "wrong_language": {"enable": False, "penalty": -1.0, "languages": ["en", "zh"], "min_confidence": 0.9,
-                       "min_letters": 12, "model": None},
-    "repetition": {"enable": False, "penalty": -1.0, "max_share": 0.3, "margin": 0.2, "min_tokens": 8},
-    "code_mix": {"enable": False, "penalty": -1.0, "max_share": 0.2, "min_tokens": 2},
-    "length_coverage": {"enable": False, "penalty": -1.0, "min_ratio": 0.6, "max_ratio": 1.8,
-                        "without_reference": False},
-}

@@ -244,13 +244,13 @@ def check(translation: str, source: str, reference: str, src_lang: str, tgt_lang
     reference = reference or ""
     has_ref = bool(reference.strip())
     out: dict[str, bool] = {}
-    if s.wrong_language.enable:
+    if s.on("wrong_language"):
         out["wrong_language"] = _wrong_language(translation, tgt, s.wrong_language) and not (
             has_ref and _wrong_language(reference, tgt, s.wrong_language))
-    if s.repetition.enable:
+    if s.on("repetition"):
         out["repetition"] = _repetition(translation, reference, tgt, s.repetition)
-    if s.code_mix.enable:
+    if s.on("code_mix"):
         out["code_mix"] = _code_mix(translation, source, reference, src, tgt, s.code_mix)
-    if s.length_coverage.enable:
+    if s.on("length_coverage"):
         out["length_coverage"] = _length_coverage(translation, source, reference, src, tgt, s.length_coverage)
     return Guards(**out)

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
-from src.config import hydra_internal
+from src.config import hydra_internal, schema
 from src.config.dotted import flatten
 from src.plan import RunPlan, algorithm
 from src.rewards import normalise
@@ -28,23 +28,43 @@ from . import cache, checks
 REWARD_MANAGERS = {"dapo": "PureValidationDAPORewardManager"}
 
 
-def _manager(cfg: dict) -> tuple[str, str, str | None]:
-    """(source, name, module path) of reward.reward_manager for the algo's manager."""
+class RewardManager(NamedTuple):
+    """verl's reward.reward_manager for the algo's manager (verl/trainer/ppo/reward.py
+    resolve_reward_manager_cls reads these three keys)."""
+    source: str                 # "register": one of verl's registered managers; "importlib": a class by module path
+    name: str                   # the registered name, or the class name in `module_path`
+    module_path: Optional[str]  # the module holding the class (source=importlib only)
+
+
+def _manager(cfg: dict) -> RewardManager:
     name = cfg["algo"]["reward_manager"]
     if name in REWARD_MANAGERS:
-        return "importlib", REWARD_MANAGERS[name], "pkg://src.rewards.managers"
-    return "register", name, None
+        return RewardManager("importlib", REWARD_MANAGERS[name], "pkg://src.rewards.managers")
+    return RewardManager("register", name, None)
+
+
+def _copied(key: str) -> tuple[str, Callable[[RunPlan, dict], Any]]:
+    """The row of a config value verl gets as it is: the verl key its schema field names
+    (src/config/schema.py `setting(verl=...)`), the value read from the composed config."""
+    def value(p: RunPlan, c: dict) -> Any:
+        node: Any = c
+        for part in key.split("."):
+            node = node[part]
+        return node
+
+    return schema.verl_key(key), value
 
 
 # verl key -> value taken from the plan. One row per key; this table is the only place plan
-# fields meet verl names. Keys verl's schema lacks start with '+'.
+# fields meet verl names, with the config values copied as they are (`_copied`), whose verl keys
+# their schema fields declare. Keys verl's schema lacks start with '+'.
 VERL_KEYS: list[tuple[str, Callable[[RunPlan, dict], Any]]] = [
     # data
     ("data.train_files", lambda p, c: p.train_files),
     ("data.val_files", lambda p, c: p.val_files),
     ("data.max_prompt_length", lambda p, c: p.max_prompt_length),
     ("data.max_response_length", lambda p, c: p.max_response_length),
-    ("data.train_batch_size", lambda p, c: p.batch.P),
+    ("data.train_batch_size", lambda p, c: p.batch.prompts_per_step),
     ("data.seed", lambda p, c: p.seed),
     ("data.filter_overlong_prompts", lambda p, c: True),
     ("data.truncation", lambda p, c: "error"),
@@ -59,44 +79,45 @@ VERL_KEYS: list[tuple[str, Callable[[RunPlan, dict], Any]]] = [
     ("+actor_rollout_ref.model.override_config.attn_implementation", lambda p, c: p.attention.implementation),
     ("actor_rollout_ref.model.enable_gradient_checkpointing", lambda p, c: True),
     # actor
-    ("actor_rollout_ref.actor.optim.lr", lambda p, c: c["trainer"]["lr"]),
-    ("actor_rollout_ref.actor.ppo_mini_batch_size", lambda p, c: p.batch.m),
-    ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", lambda p, c: p.batch.mu),
+    _copied("trainer.lr"),
+    ("actor_rollout_ref.actor.ppo_mini_batch_size", lambda p, c: p.batch.mini_batch_prompts),
+    ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", lambda p, c: p.batch.micro_batch_per_gpu),
     ("actor_rollout_ref.actor.use_dynamic_bsz", lambda p, c: p.batch.dynamic_bsz),
     ("actor_rollout_ref.actor.ppo_max_token_len_per_gpu",
         lambda p, c: p.batch.max_token_len_per_gpu or 2 * (p.max_prompt_length + p.max_response_length)),
-    ("actor_rollout_ref.actor.use_kl_loss", lambda p, c: c["algo"]["use_kl_loss"]),
-    ("actor_rollout_ref.actor.kl_loss_coef", lambda p, c: c["algo"]["kl_loss_coef"]),
-    ("actor_rollout_ref.actor.kl_loss_type", lambda p, c: c["algo"]["kl_loss_type"]),
-    ("actor_rollout_ref.actor.entropy_coeff", lambda p, c: c["algo"]["entropy_coeff"]),
-    ("actor_rollout_ref.actor.clip_ratio_low", lambda p, c: c["algo"]["clip_ratio_low"]),
-    ("actor_rollout_ref.actor.clip_ratio_high", lambda p, c: c["algo"]["clip_ratio_high"]),
-    ("actor_rollout_ref.actor.loss_agg_mode", lambda p, c: c["algo"]["loss_agg_mode"]),
+    _copied("algo.use_kl_loss"),
+    _copied("algo.kl_loss_coef"),
+    _copied("algo.kl_loss_type"),
+    _copied("algo.entropy_coeff"),
+    _copied("algo.clip_ratio_low"),
+    _copied("algo.clip_ratio_high"),
+    _copied("algo.loss_agg_mode"),
     # Dr. GRPO's constant divisor for seq-mean-token-sum-norm, else null (verl's default; src/plan/algorithm.py)
     ("actor_rollout_ref.actor.loss_scale_factor", lambda p, c: algorithm.loss_scale_factor(c)),
     # a name registered with verl's core_algos.register_policy_loss (read by verl/workers/utils/losses.py ppo_loss)
-    ("actor_rollout_ref.actor.policy_loss.loss_mode", lambda p, c: c["algo"]["loss_mode"]),
+    _copied("algo.loss_mode"),
     # rollout
     ("actor_rollout_ref.rollout.name", lambda p, c: "vllm"),
-    ("actor_rollout_ref.rollout.n", lambda p, c: p.batch.n),
-    ("actor_rollout_ref.rollout.tensor_model_parallel_size", lambda p, c: p.batch.tp),
-    ("actor_rollout_ref.rollout.gpu_memory_utilization", lambda p, c: p.gpu_memory_utilization),
-    ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", lambda p, c: p.batch.lam),
+    ("actor_rollout_ref.rollout.n", lambda p, c: p.batch.samples_per_prompt),
+    ("actor_rollout_ref.rollout.tensor_model_parallel_size", lambda p, c: p.batch.rollout_tp),
+    # the plan's share (model.gpu_memory_utilization, lowered for a shared scorer)
+    (schema.verl_key("model.gpu_memory_utilization"), lambda p, c: p.gpu_memory_utilization),
+    ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", lambda p, c: p.batch.log_prob_micro_batch_per_gpu),
     ("actor_rollout_ref.rollout.log_prob_use_dynamic_bsz", lambda p, c: p.batch.dynamic_bsz),
     ("actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu",
         lambda p, c: p.batch.max_token_len_per_gpu or 2 * (p.max_prompt_length + p.max_response_length)),
     # reference policy (used when use_kl_loss)
-    ("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", lambda p, c: p.batch.lam),
+    ("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", lambda p, c: p.batch.log_prob_micro_batch_per_gpu),
     ("actor_rollout_ref.ref.log_prob_use_dynamic_bsz", lambda p, c: p.batch.dynamic_bsz),
     ("actor_rollout_ref.ref.log_prob_max_token_len_per_gpu",
         lambda p, c: p.batch.max_token_len_per_gpu or 2 * (p.max_prompt_length + p.max_response_length)),
     # algorithm: the plan's estimator (the algo's, or reward.credit's / reward.normalise's)
     ("algorithm.adv_estimator", lambda p, c: p.estimator),
-    ("algorithm.norm_adv_by_std_in_grpo", lambda p, c: c["algo"]["norm_adv_by_std_in_grpo"]),
+    _copied("algo.norm_adv_by_std_in_grpo"),
     ("algorithm.use_kl_in_reward", lambda p, c: False),
-    ("algorithm.filter_groups.enable", lambda p, c: c["algo"]["filter_groups"]["enable"]),
-    ("algorithm.filter_groups.metric", lambda p, c: c["algo"]["filter_groups"]["metric"]),
-    ("algorithm.filter_groups.max_num_gen_batches", lambda p, c: c["algo"]["filter_groups"]["max_num_gen_batches"]),
+    _copied("algo.filter_groups.enable"),
+    _copied("algo.filter_groups.metric"),
+    _copied("algo.filter_groups.max_num_gen_batches"),
     # verl's sync replay buffer with the project's stop rules (src/trainer/guard.py says why): it
     # takes the arguments verl gives its built-in buffer from sampler_kwargs
     # (verl/trainer/ppo/v1/trainer_base.py _build_replay_buffer passes custom samplers only those)
@@ -107,7 +128,7 @@ VERL_KEYS: list[tuple[str, Callable[[RunPlan, dict], Any]]] = [
         "lost_groups_allowed": p.stop_rules.lost_groups_allowed,
         "max_gen_batches": p.stop_rules.max_gen_batches,
         "filter_metric": p.stop_rules.filter_metric,
-        "train_batch_size": p.batch.P,
+        "train_batch_size": p.batch.prompts_per_step,
         "max_inflight_gen_batches": c["algo"]["filter_groups"].get("max_inflight_gen_batches", 1)}),
     # reward: our compute_score (src/rewards) with the reward group's settings. Imported by
     # module name, not file path, so the config is the same for a checkout and a Slurm code copy;
@@ -117,9 +138,9 @@ VERL_KEYS: list[tuple[str, Callable[[RunPlan, dict], Any]]] = [
     ("reward.custom_reward_function.name", lambda p, c: "compute_score"),
     # built once, in the plan (src/rewards/launch.py): the group's settings, reward.credit's, reward.normalise's
     ("+reward.custom_reward_function.reward_kwargs", lambda p, c: p.reward_kwargs),
-    ("reward.reward_manager.source", lambda p, c: _manager(c)[0]),
-    ("reward.reward_manager.name", lambda p, c: _manager(c)[1]),
-    ("reward.reward_manager.module.path", lambda p, c: _manager(c)[2]),
+    ("reward.reward_manager.source", lambda p, c: _manager(c).source),
+    ("reward.reward_manager.name", lambda p, c: _manager(c).name),
+    ("reward.reward_manager.module.path", lambda p, c: _manager(c).module_path),
     ("+reward.reward_kwargs.overlong_buffer_cfg.enable", lambda p, c: c["algo"]["overlong_buffer"]["enable"]),
     ("+reward.reward_kwargs.overlong_buffer_cfg.len", lambda p, c: c["algo"]["overlong_buffer"]["len"]),
     ("+reward.reward_kwargs.overlong_buffer_cfg.penalty_factor",
@@ -134,12 +155,13 @@ VERL_KEYS: list[tuple[str, Callable[[RunPlan, dict], Any]]] = [
     ("trainer.experiment_name", lambda p, c: p.wandb_run_name),
     ("trainer.logger", lambda p, c: list(p.logger_backends) + ["file"]),
     ("trainer.default_local_dir", lambda p, c: p.checkpoint_dir),
-    ("trainer.resume_mode", lambda p, c: c["trainer"]["resume_mode"]),
+    _copied("trainer.resume_mode"),
+    # not _copied: its schema field names no verl key (src/config/schema.py TrainerSchema says why)
     ("trainer.total_epochs", lambda p, c: c["trainer"]["total_epochs"]),
-    ("trainer.total_training_steps", lambda p, c: c["trainer"]["total_training_steps"]),
-    ("trainer.save_freq", lambda p, c: c["trainer"]["save_freq"]),
-    ("trainer.test_freq", lambda p, c: c["trainer"]["test_freq"]),
-    ("trainer.val_before_train", lambda p, c: c["trainer"]["val_before_train"]),
+    _copied("trainer.total_training_steps"),
+    _copied("trainer.save_freq"),
+    _copied("trainer.test_freq"),
+    _copied("trainer.val_before_train"),
     # Nothing here may name the run dir: a re-run from a snapshot must give a byte-identical
     # file. Validation dumps and profiles sit beside the checkpoints, which are stable too.
     ("trainer.validation_data_dir", lambda p, c: f"{p.checkpoint_dir}/val_generations"),

@@ -47,6 +47,10 @@ def refused(capsys, args: list[str]) -> str:
     (["+verl.actor_rollout_ref.rollout.top_p=1.5"], "verl.actor_rollout_ref.rollout.top_p must be a number in (0, 1]"),
     (["algo.clip_ratio_low=1.2"], "algo.clip_ratio_low must be a number in [0, 1]"),
     (["seed=-1"], "seed must be an integer in [0, 4294967295]"),
+    # a guard's penalty lowers the score (its interval on the reward schema, src/config/reward_schema.py)
+    (["reward.guards.repetition.penalty=5"], "reward.guards.repetition.penalty must be a number <= 0, got 5.0"),
+    # a misspelt key of the reward group, refused by its types with the nearest key
+    (["+reward.guards.wrong_language.penlty=-2"], "did you mean reward.guards.wrong_language.penalty?"),
     # a misspelt verl key, with the nearest existing one
     (["+verl.data.max_prompt_lenght=100"], "verl has no key data.max_prompt_lenght"),
     (["+verl.algorithm.kl_ctrl.kl_coeff=0.1"], "did you mean +verl.algorithm.kl_ctrl.kl_coef?"),

@@ -59,7 +59,7 @@ def test_dry_run_snapshot_round_trip_and_no_secret_in_any_file(isolated_paths):
     assert {"plan.json", "verl_config.yaml", "composed.yaml", "overrides.yaml", "command.txt", "git.txt",
             "env.json", "packages-train.txt"} <= names
     plan = json.loads((snap / "plan.json").read_text())
-    assert plan["world_size"] == 3 and plan["batch"]["tp"] == 1 and plan["algo"] == "dapo"
+    assert plan["world_size"] == 3 and plan["batch"]["rollout_tp"] == 1 and plan["algo"] == "dapo"
     verl = yaml.safe_load((snap / "verl_config.yaml").read_text())
     assert verl["trainer"]["default_local_dir"] == plan["checkpoint_dir"]
     # verl's main_ppo with the time-limit save (src/trainer/entry.py)

@@ -57,3 +57,29 @@ def test_a_sweep_file_composes_through_the_public_config_source():
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(config_name="config", overrides=["+sweep=gpu_scaling"], return_hydra_config=True)
     assert cfg.hydra.sweeper.params.gpus == "2,3,4,8"
+
+
+def test_a_schema_fields_verl_key_is_one_row_of_the_verl_table_and_its_interval_checks_both_keys():
+    """src/config/schema.py `setting(verl=...)` names the verl key a value goes to: the plan -> verl table
+    (src/verl_config/ppo_trainer.py VERL_KEYS) has that key once, and the field's interval is the range of
+    our key and of the verl key alike (src/plan/values.py RANGES, VERL_RANGES)."""
+    from src.config.schema import settings
+    from src.plan.values import RANGES, VERL_RANGES
+    from src.verl_config import VERL_KEYS
+
+    table = [key.lstrip("+") for key, _ in VERL_KEYS]
+    mapped = [s for s in settings().values() if s.verl is not None]
+    assert {s.key for s in mapped} >= {"algo.clip_ratio_high", "trainer.lr", "trainer.save_freq"}
+    for s in mapped:
+        assert table.count(s.verl) == 1, s.key
+        if s.interval is not None:
+            assert RANGES[s.key].interval == VERL_RANGES[s.verl].interval == s.interval, s.key
+    assert RANGES["algo.clip_ratio_high"].example == "algo.clip_ratio_high=0.28"
+    assert RANGES["trainer.save_freq"].example == "trainer.save_freq=50 (-1: never)"
+
+
+def test_a_setting_with_an_interval_needs_its_example():
+    from src.config.schema import setting
+
+    with pytest.raises(ValueError, match="an interval needs its example"):
+        setting(doc="x", interval="[0, 1]")

@@ -18,8 +18,8 @@ def test_design_defaults_need_no_adjustment_for_2_3_4_8_gpus(base_cfg):
     for g in (2, 3, 4, 8):
         plan = build_plan(with_(base_cfg, gpus=g), run_dir="r")
         b = plan.batch
-        assert (b.P, b.n, b.m, b.mu, b.lam) == (48, 8, 24, 8, 16)
-        assert b.tp == (1 if g == 3 else 2)  # 3 GPUs: TP 2 cannot divide; Qwen2.5-3B has 2 KV heads
+        assert (b.prompts_per_step, b.samples_per_prompt, b.mini_batch_prompts, b.micro_batch_per_gpu, b.log_prob_micro_batch_per_gpu) == (48, 8, 24, 8, 16)
+        assert b.rollout_tp == (1 if g == 3 else 2)  # 3 GPUs: TP 2 cannot divide; Qwen2.5-3B has 2 KV heads
         # (the memory plan may lower vLLM's share for the shared scorer: tests/launcher/test_memory_plan.py)
         assert [a.key for a in plan.adjustments if a.key != "gpu_memory_utilization"] == (
             ["rollout_tp"] if g == 3 else [])
@@ -31,12 +31,12 @@ def test_intent_is_moved_to_the_nearest_valid_values_with_reasons(base_cfg):
     plan = build_plan(cfg, run_dir="r")
     b = plan.batch
     # m*n % 5 == 0 needs m multiple of 5: 12 -> 10; P multiple of m: 50 stays
-    assert (b.P, b.n, b.m) == (50, 4, 10)
-    assert b.tp == 1
+    assert (b.prompts_per_step, b.samples_per_prompt, b.mini_batch_prompts) == (50, 4, 10)
+    assert b.rollout_tp == 1
     keys = {a.key: a for a in plan.adjustments}
     assert keys["mini_batch_prompts"].intent == 12 and keys["mini_batch_prompts"].value == 10
     assert "multiple of 5" in keys["mini_batch_prompts"].reason
-    assert rank_split(5, b.P, b.n, b.m, b.mu, b.lam)["padding"] == 0  # verl's own batch split
+    assert rank_split(5, b.prompts_per_step, b.samples_per_prompt, b.mini_batch_prompts, b.micro_batch_per_gpu, b.log_prob_micro_batch_per_gpu)["padding"] == 0  # verl's own batch split
 
 
 def test_pin_that_breaks_a_rule_is_refused_with_rule_and_nearest_values(base_cfg):
@@ -55,7 +55,7 @@ def test_pinned_micro_batch_that_does_not_divide_is_refused(base_cfg):
 
 def test_valid_pin_is_kept_and_not_reported_as_adjustment(base_cfg):
     plan = build_plan(with_(base_cfg, data__train_batch_size=96), run_dir="r")
-    assert plan.batch.P == 96 and plan.samples_per_step == 768
+    assert plan.batch.prompts_per_step == 96 and plan.samples_per_step == 768
     # (vLLM's share may be lowered by the memory plan: tests/launcher/test_memory_plan.py)
     assert [a.key for a in plan.adjustments if a.key != "gpu_memory_utilization"] == []
 
@@ -99,7 +99,7 @@ def test_single_node_ray_cpus(base_cfg):
 
 def test_dynamic_bsz_keeps_only_its_rules(base_cfg):
     plan = build_plan(with_(base_cfg, batch__dynamic_bsz=True, gpus=3), run_dir="r")
-    assert plan.batch.mu is None and plan.batch.lam is None
+    assert plan.batch.micro_batch_per_gpu is None and plan.batch.log_prob_micro_batch_per_gpu is None
     assert plan.batch.max_token_len_per_gpu == 2 * (256 + 1024)
     with pytest.raises(PlanError, match="max_token_len_per_gpu=100 is below"):
         build_plan(with_(base_cfg, batch__dynamic_bsz=True, batch__max_token_len_per_gpu=100), run_dir="r")
@@ -131,8 +131,8 @@ def test_property_plan_is_valid_or_refuses_with_a_named_rule(base_cfg, gpus, nod
         return
     b = plan.batch
     # verl's own batch split (tests/launcher/test_verl_oracle.py), not src/plan/verl_rules.py
-    assert rank_split(gpus * nodes, b.P, b.n, b.m, b.mu, b.lam)["padding"] == 0
-    assert b.P >= b.m  # verl/workers/config/actor.py ActorConfig.validate
+    assert rank_split(gpus * nodes, b.prompts_per_step, b.samples_per_prompt, b.mini_batch_prompts, b.micro_batch_per_gpu, b.log_prob_micro_batch_per_gpu)["padding"] == 0
+    assert b.prompts_per_step >= b.mini_batch_prompts  # verl/workers/config/actor.py ActorConfig.validate
     # rollout mesh (engine_workers.py init_model), vLLM TP inside a node, KV heads split over TP
-    assert (gpus * nodes) % b.tp == 0 and gpus % b.tp == 0 and kv % b.tp == 0
-    assert b.mu <= max(mu, pin_mu or 0) and b.lam <= lam and b.tp <= tp
+    assert (gpus * nodes) % b.rollout_tp == 0 and gpus % b.rollout_tp == 0 and kv % b.rollout_tp == 0
+    assert b.micro_batch_per_gpu <= max(mu, pin_mu or 0) and b.log_prob_micro_batch_per_gpu <= lam and b.rollout_tp <= tp

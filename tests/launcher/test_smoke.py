@@ -36,7 +36,7 @@ def test_preset_composes_plans_and_verl_validates_it(gpus, tmp_path):
     composed = compose_config(["experiment=smoke", f"gpus={gpus}", f"paths.output_dir={tmp_path}"])
     assert composed["smoke"] is True and composed["model"]["name"] == "qwen2.5_0.5b"
     plan = build_plan(composed, run_dir=str(tmp_path / "run"))
-    assert plan.world_size == int(gpus) and plan.batch.P == 4 and plan.adjustments == ()
+    assert plan.world_size == int(gpus) and plan.batch.prompts_per_step == 4 and plan.adjustments == ()
     cfg = verl_config.build(plan, composed)  # raises when verl's validate_config says no
     assert (cfg.trainer.total_training_steps, cfg.trainer.save_freq, cfg.trainer.test_freq) == (2, 1, 1)
     assert (cfg.data.train_max_samples, cfg.data.val_max_samples) == (16, 8)

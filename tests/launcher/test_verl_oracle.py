@@ -24,8 +24,8 @@ def test_default_plan_passes_verl_with_no_padding(compose, tmp_path, gpus):
     sizes = verl_accepts(verl_cfg)
     b = plan.batch
     assert sizes["padding"] == 0
-    assert sizes["mini_batches"] == [b.m * b.n // int(gpus)] * (b.P // b.m)
-    assert set(sizes["micro_batches"]) == {b.mu} and set(sizes["log_prob_micro_batches"]) == {b.lam}
+    assert sizes["mini_batches"] == [b.mini_batch_prompts * b.samples_per_prompt // int(gpus)] * (b.prompts_per_step // b.mini_batch_prompts)
+    assert set(sizes["micro_batches"]) == {b.micro_batch_per_gpu} and set(sizes["log_prob_micro_batches"]) == {b.log_prob_micro_batch_per_gpu}
 
 
 def test_plan_moves_intent_to_values_verl_accepts(compose, tmp_path):

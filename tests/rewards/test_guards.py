@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from hydra.errors import ConfigCompositionException
 
 from src.rewards.compute import compute_score
 from src.rewards.guards import NAMES, check, coverage_ratio, repeated_share, untranslated_share
@@ -155,9 +156,21 @@ def test_bad_guard_settings_are_one_line(change, message):
 def test_bad_guard_setting_is_refused_when_the_kwargs_are_built():
     with pytest.raises(RewardConfigError, match="reward.guards.code_mix.max_share"):
         kwargs_for("comet", "reward.guards.code_mix.max_share=3")
-    # a bool in place of the group crashed the builder ("'bool' object is not iterable")
-    with pytest.raises(RewardConfigError, match="reward.guards.repetition is a group of settings"):
+
+
+def test_a_bool_in_place_of_a_guards_group_is_refused_at_composition_with_its_key():
+    # the reward group's types (src/config/reward_schema.py); it crashed the builder once ("'bool' object is
+    # not iterable"), and the builder still refuses it from kwargs built elsewhere (read_guards, above)
+    with pytest.raises(ConfigCompositionException, match="reward.guards.repetition=false") as err:
         kwargs_for("comet", "reward.guards.repetition=false")
+    assert "RepetitionSchema" in str(err.value.__cause__)
+
+
+def test_guards_absent_from_the_kwargs_are_off():
+    # reward kwargs written before a guard existed: that guard has no settings and is not computed
+    s = read_guards({"repetition": {"enable": True, "penalty": -1.0, "max_share": 0.3, "margin": 0.2,
+                                    "min_tokens": 8}})
+    assert s.enabled() == ("repetition",) and s.wrong_language is None and not s.on("length_coverage")
 
 
 FRENCH = "<think>ok</think><translate>Les enfants jouent au football dans le parc pendant que leurs parents " \
