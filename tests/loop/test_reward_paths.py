@@ -42,6 +42,8 @@ from .lose_one_group import MARKER_ENV, MESSAGE as LOST_MESSAGE
 TIMEOUT_S = 1200
 # how long an action waits for the run to reach the point it acts at
 WAIT_S = 900
+# the launcher's health check of a restarted scorer takes milliseconds; this is the margin on a loaded machine
+RESTART_CHECK_S = 10
 N = 8  # conf/experiment/learn_tiny.yaml batch.samples_per_prompt
 SCORER_RESTARTED = "QE scorer (node-0) restarted on"
 SCORER_DIED = "error: QE scorer (node-0) died during training (exit code -9) after 1 restart(s); training stopped;"
@@ -111,8 +113,12 @@ def wait_for(what: str, predicate, running) -> object:
 
 
 def kill_scorer(launch: Launch, running, after: int | None = None) -> int:
-    """SIGKILL the node's scorer (a new pid than `after`, i.e. the restarted one); its pid."""
+    """SIGKILL the node's scorer (with `after`: the one restarted after that pid); its pid."""
     pid = wait_for("the scorer's ready file", lambda: (p := launch.scorer_pid()) and p != after and p, running)
+    if after is not None:
+        # the launcher checks /health of a restarted service right after its ready file: a kill inside that
+        # check is a failed restart, another message (tests/lifecycle/test_scorer_lifecycle.py waits for it too)
+        time.sleep(RESTART_CHECK_S)
     os.kill(pid, signal.SIGKILL)
     return pid
 
