@@ -125,7 +125,7 @@ def test_refusals_are_one_line(overrides, message):
 def test_a_reference_that_is_not_a_bool_is_refused_at_composition_with_its_key():
     # the reward group's types (src/config/reward_schema.py MetricXSchema)
     with pytest.raises(ConfigCompositionException) as err:
-        _composed(("reward=metricx", "reward.metricx.reference=yes-please"))
+        composed(("reward=metricx", "reward.metricx.reference=yes-please"))
     line = one_line(err.value)
     assert "reward.metricx.reference" in line and "not a valid bool" in line and "\n" not in line
 
