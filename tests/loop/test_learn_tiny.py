@@ -11,13 +11,13 @@ what the reward prefers, and the same verdict must say FAIL. Both share one buil
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import yaml
 
 from src.pipeline import learning
 from src.pipeline.smoke import read_metrics
+from tests.helpers.launches import metrics_files
 
 from .flipped_estimator import NAME as FLIPPED
 
@@ -33,8 +33,7 @@ def _verdict(output: str) -> dict[str, str]:
 
 
 def _metrics(run_dir: Path) -> dict[int, dict]:
-    plan = json.loads((run_dir / "snapshot" / "plan.json").read_text())
-    (path,) = sorted((Path(plan["checkpoint_dir"]) / "metrics").glob("*.jsonl"))
+    (path,) = metrics_files(run_dir)
     return read_metrics(path)
 
 

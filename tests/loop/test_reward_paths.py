@@ -35,6 +35,7 @@ import pytest
 
 from src.pipeline.smoke import read_metrics
 from src.trainer import time_limit
+from tests.helpers.launches import checkpoint_dir, metrics_files
 
 from .lose_one_group import MARKER_ENV, MESSAGE as LOST_MESSAGE
 
@@ -82,12 +83,12 @@ class Launch:
 
     def checkpoint_dir(self) -> Path | None:
         run_dir = self.run_dir()
-        return Path(json.loads((run_dir / "snapshot" / "plan.json").read_text())["checkpoint_dir"]) if run_dir else None
+        return checkpoint_dir(run_dir) if run_dir else None
 
     def metrics(self) -> dict[int, dict]:
-        checkpoint = self.checkpoint_dir()
+        run_dir = self.run_dir()
         rows: dict[int, dict] = {}
-        for path in sorted((checkpoint / "metrics").glob("*.jsonl")) if checkpoint else []:
+        for path in metrics_files(run_dir) if run_dir else []:
             for step, row in read_metrics(path).items():
                 rows.setdefault(step, {}).update(row)
         return rows
@@ -178,7 +179,7 @@ def test_token_credit_dapo_a_guard_a_scorer_restart_and_the_time_limit_save_with
     assert checkpoints(checkpoint) == sorted({saved["step"], 3})
     assert (checkpoint / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
     # launch 2 trained only what was left: its metrics file starts after the saved step
-    files = sorted((checkpoint / "metrics").glob("*.jsonl"))
+    files = metrics_files(first.run_dir())
     assert len(files) == 2 and sorted(read_metrics(files[1])) == list(range(saved["step"] + 1, 4)), files
 
     rows = [metrics[s] for s in trained]

