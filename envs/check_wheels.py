@@ -16,6 +16,8 @@ import json
 import re
 import sys
 import tarfile
+import time
+import urllib.error
 import urllib.request
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
@@ -71,16 +73,41 @@ def supported_tags(python_version: str = PYTHON_VERSION, glibc: tuple[int, int] 
         tags.compatible_tags(version, f"cp{version[0]}{version[1]}", platforms=platforms))
 
 
+# A failed name lookup or a 5xx/429 from the index is retried: CI reaches the registries through resolvers
+# that fail a lookup now and then ("Temporary failure in name resolution" ended one full CI run). Waits of
+# 1, 2, 4, 8, 16 s: about half a minute before the sixth and last try.
+RETRY_WAITS_S = (1, 2, 4, 8, 16)
+RETRIED_HTTP_CODES = frozenset({429, 500, 502, 503, 504})
+
+
+def _transient(error: Exception) -> bool:
+    if isinstance(error, urllib.error.HTTPError):  # a subclass of URLError: an answer, retried only if 5xx/429
+        return error.code in RETRIED_HTTP_CODES
+    return isinstance(error, (urllib.error.URLError, ConnectionError, TimeoutError))
+
+
+def open_url(url: str | urllib.request.Request, timeout: float):
+    """urllib.request.urlopen with retries on transient failures (a lookup, a reset connection, a 5xx);
+    a 404 or any other answer fails at once. Returns the open response (a context manager)."""
+    for wait in (*RETRY_WAITS_S, None):
+        try:
+            return urllib.request.urlopen(url, timeout=timeout)
+        except Exception as error:  # noqa: BLE001  (narrowed by _transient)
+            if wait is None or not _transient(error):
+                raise
+            time.sleep(wait)
+
+
 def index_files(name: str, index: str = INDEX) -> list[dict]:
     request = urllib.request.Request(f"{index}/{name}/", headers={"Accept": "application/vnd.pypi.simple.v1+json"})
-    with urllib.request.urlopen(request, timeout=120) as response:
+    with open_url(request, timeout=120) as response:
         return json.load(response)["files"]
 
 
 def compiled_sources(url: str, filename: str) -> list[str]:
     """Members of an sdist written in a compiled language (first few), read from the stream."""
     found: list[str] = []
-    with urllib.request.urlopen(url, timeout=300) as response:
+    with open_url(url, timeout=300) as response:
         if filename.endswith(".zip"):
             names = zipfile.ZipFile(BytesIO(response.read())).namelist()
             return [n for n in names if PurePosixPath(n).suffix.lower() in COMPILED_SUFFIXES][:3]

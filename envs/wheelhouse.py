@@ -18,7 +18,6 @@ import argparse
 import re
 import shutil
 import subprocess
-import urllib.request
 import sys
 import tempfile
 from pathlib import Path
@@ -26,7 +25,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from check_locks import read_lock  # noqa: E402  (envs/ is not a package)
-from check_wheels import PYTHON_VERSION, index_files, lock_platform, platform_tags, sdists  # noqa: E402
+from check_wheels import PYTHON_VERSION, index_files, lock_platform, open_url, platform_tags, sdists  # noqa: E402
 
 UV = HERE / "uv.sh"
 UV_VERSION = re.search(r"^UV_VERSION=(\S+)", UV.read_text(), re.M).group(1)
@@ -52,7 +51,7 @@ def fetch_sdist(name: str, version: str, into: Path) -> Path:
     into.mkdir(exist_ok=True)
     target = into / first["filename"]
     print(f"+ download {first['url']}", flush=True)
-    with urllib.request.urlopen(first["url"], timeout=300) as response, open(target, "wb") as out:
+    with open_url(first["url"], timeout=300) as response, open(target, "wb") as out:
         shutil.copyfileobj(response, out)
     return target
 
