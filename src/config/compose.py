@@ -6,6 +6,7 @@ this process runs, the schema (src/config/schema.py), the resolvers, resolved to
 """
 from __future__ import annotations
 
+import functools
 import itertools
 
 from omegaconf import DictConfig, OmegaConf
@@ -23,13 +24,34 @@ def register() -> None:
 
 
 def compose(overrides: list[str], with_hydra: bool = False) -> DictConfig:
-    """conf/config.yaml with `overrides` (Hydra's compose API), unresolved."""
+    """conf/config.yaml with `overrides` (Hydra's compose API), unresolved. Without the `hydra` node, the
+    composition of the same config group choices is reused within the process and the other overrides are
+    applied to a copy as Hydra applies them (hydra_internal.compose_on_choices)."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    register()
+    # inside a running Hydra app the compose API refuses (compose_config_in_app is for that): so it does here
+    # too, whatever this process composed before
+    if not with_hydra and not GlobalHydra.instance().is_initialized():
+        cfg = hydra_internal.compose_on_choices(str(CONF_DIR), overrides, _composed_choices)
+        if cfg is not None:
+            return cfg
+    return _compose_with_hydra(overrides, with_hydra)
+
+
+def _compose_with_hydra(overrides: list[str], with_hydra: bool) -> DictConfig:
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
-    register()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3", job_name="launch"):
         return hydra_compose(config_name="config", overrides=overrides, return_hydra_config=with_hydra)
+
+
+@functools.lru_cache(maxsize=64)
+def _composed_choices(choices: tuple[str, ...]) -> DictConfig:
+    """conf/ with only config group choices (`algo=dapo`, `+experiment=...`), composed once per process;
+    never handed out: compose_on_choices copies it."""
+    return _compose_with_hydra(list(choices), with_hydra=False)
 
 
 def to_plain(cfg: DictConfig) -> dict:

@@ -6,11 +6,15 @@ Two things have no public form:
   from the installed verl's files, and by a Slurm job to compose from its code snapshot's conf/;
 - the exact job list Hydra's BasicSweeper makes of a sweep (the pre-launch check must plan the
   same jobs the sweeper will launch, in the same order).
+- applying config overrides to a config composed before (`compose_on_choices`), which Hydra does
+  inside every composition (ConfigLoaderImpl._apply_overrides_to_config) but offers no call for.
 A Hydra upgrade that moves these breaks this module only; tests/launcher/test_config.py runs each.
 """
 from __future__ import annotations
 
-from typing import Any
+import copy
+import functools
+from typing import Any, Callable, Optional
 
 
 def config_loader(config_dir: str) -> Any:
@@ -32,6 +36,53 @@ def compose_dir(config_dir: str, config_name: str, overrides: list[str]):
     cfg = loader.load_configuration(config_name=config_name, overrides=overrides, run_mode=RunMode.RUN)
     with open_dict(cfg):
         del cfg["hydra"]
+    return cfg
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed(line: str):
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    [override] = OverridesParser.create().parse_overrides([line])
+    return override
+
+
+@functools.lru_cache(maxsize=8)
+def _repository(config_dir: str):
+    """The config repository Hydra's loader reads `config_dir` through."""
+    return config_loader(config_dir).repository
+
+
+def compose_on_choices(config_dir: str, overrides: list[str],
+                       composed_choices: Callable[[tuple[str, ...]], Any]) -> Optional[Any]:
+    """The composition of `overrides`, built the way Hydra builds it, from `composed_choices(lines)`: the
+    config composed with only the override lines that choose config groups (a caller remembers it per
+    tuple of lines; it is copied here, never changed). Hydra composes the defaults list from those
+    lines alone, sets struct mode, then applies every other override to the result in order
+    (hydra/_internal/config_loader_impl.py _load_configuration_impl -> _apply_overrides_to_config); a
+    copy of the remembered composition gets the same call, and each line's parse is remembered too.
+    Hydra tells a group choice from a config override by whether the key names a config group and the
+    value is not a dict (hydra/_internal/defaults_list.py Overrides); so does this. None for a sweep or
+    a `hydra.` key: compose those through Hydra whole.
+
+    Why: Hydra recomposes every file of the defaults list and parses every line with its grammar for each
+    composition, and a test or a sweep's pre-launch check composes the same choices for many GPU counts,
+    seeds or loss settings; with verl's 80-line override lists the grammar is most of the cost."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+
+    parsed = [_parsed(line) for line in overrides]
+    if any(o.is_sweep_override() or o.is_hydra_override() for o in parsed):
+        return None
+    repository = _repository(config_dir)
+    choices, config = [], []
+    for line, override in zip(overrides, parsed):
+        if repository.group_exists(override.key_or_group) and not isinstance(override.value(), dict):
+            choices.append(line)
+        else:
+            config.append(override)
+    cfg = copy.deepcopy(composed_choices(tuple(choices)))
+    # an Override holds its parsed value: a copy each, as a fresh parse would give
+    ConfigLoaderImpl._apply_overrides_to_config(copy.deepcopy(config), cfg)
     return cfg
 
 

@@ -7,6 +7,7 @@ file in the snapshot is exactly what verl runs.
 """
 from __future__ import annotations
 
+import functools
 import importlib.util
 from pathlib import Path
 from typing import Any, Callable, NamedTuple, Optional
@@ -230,7 +231,16 @@ def compose(override_list: list[str]) -> DictConfig:
 
 
 def _compose_with_hydra(override_list: list[str]) -> DictConfig:
-    return hydra_internal.compose_dir(str(verl_config_dir()), "ppo_trainer", override_list)
+    config_dir = str(verl_config_dir())
+    cfg = hydra_internal.compose_on_choices(config_dir, override_list, _composed_choices)
+    return cfg if cfg is not None else hydra_internal.compose_dir(config_dir, "ppo_trainer", override_list)
+
+
+@functools.lru_cache(maxsize=8)
+def _composed_choices(choices: tuple[str, ...]) -> DictConfig:
+    """verl's ppo_trainer with only config group choices (none in what a launch passes), composed once per
+    process (hydra_internal.compose_on_choices applies the rest as Hydra would)."""
+    return hydra_internal.compose_dir(str(verl_config_dir()), "ppo_trainer", list(choices))
 
 
 def validate(cfg: DictConfig) -> None:

@@ -3,6 +3,7 @@
 import shutil
 
 import pytest
+from omegaconf import OmegaConf
 
 from src.config import CONF_DIR, compose_config, hydra_internal, one_line, register, sweep_jobs
 from src.config.schema import Config
@@ -83,3 +84,103 @@ def test_a_setting_with_an_interval_needs_its_example():
 
     with pytest.raises(ValueError, match="an interval needs its example"):
         setting(doc="x", interval="[0, 1]")
+
+
+def _verl_compose_both_ways(overrides):
+    """verl's ppo_trainer with `overrides`, by Hydra whole and by the reused base: (result or error text) each."""
+    from src.verl_config.ppo_trainer import verl_config_dir
+
+    config_dir = str(verl_config_dir())
+    out = []
+    for compose in (lambda: hydra_internal.compose_dir(config_dir, "ppo_trainer", overrides),
+                    lambda: hydra_internal.compose_on_choices(config_dir, overrides, _verl_choices)):
+        try:
+            cfg = compose()
+        except Exception as err:  # noqa: BLE001  (the two must fail alike)
+            out.append(f"{type(err).__name__}: {err}")
+            continue
+        out.append((OmegaConf.to_container(cfg, resolve=False), OmegaConf.is_struct(cfg), list(flatten_keys(cfg))))
+    return out
+
+
+def _verl_choices(choices):
+    from src.verl_config.ppo_trainer import verl_config_dir
+
+    return hydra_internal.compose_dir(str(verl_config_dir()), "ppo_trainer", list(choices))
+
+
+def flatten_keys(cfg):
+    from src.config.dotted import flatten
+
+    return flatten(OmegaConf.to_container(cfg, resolve=False)).keys()
+
+
+@pytest.mark.parametrize("overrides", [
+    [],
+    # what a launch passes: plain keys, `+` new keys, `++` add-or-override with a dict, a list, null
+    ["data.train_batch_size=48", "actor_rollout_ref.actor.clip_ratio_high=0.28",
+     "+actor_rollout_ref.model.override_config.attn_implementation='sdpa'",
+     "++trainer.v1.sampler.sampler_kwargs={lost_groups_allowed:0,max_gen_batches:10}",
+     "trainer.logger=['console','file']", "actor_rollout_ref.actor.loss_scale_factor=null",
+     "++data.apply_chat_template_kwargs={chat_template:'{% for m in messages %}{{ m[\\'content\\'] }}{% endfor %}'}"],
+    ["~trainer.logger"],
+    # refusals: a key verl lacks, `+` on a key it has, a parse error
+    ["trainer.no_such_key=1"],
+    ["+trainer.nnodes=2"],
+    ["trainer.nnodes=[1,"],
+    # a config group choice changes the defaults list: composed by Hydra whole
+    ["model_engine=megatron"],
+    ["critic@critic=megatron_critic", "trainer.nnodes=2"],
+    # a dict value for a group's name is a config override (hydra/_internal/defaults_list.py Overrides)
+    ["++algorithm={adv_estimator:rloo}"],
+])
+def test_verls_config_composed_on_a_reused_base_is_hydras_composition(overrides):
+    whole, reused = _verl_compose_both_ways(overrides)
+    assert reused == whole
+
+
+def test_the_reused_composition_is_not_changed_by_a_composition_on_it():
+    from src.verl_config.ppo_trainer import compose
+
+    first = compose(["trainer.nnodes=7"])
+    first.trainer.n_gpus_per_node = 5
+    again = compose([])
+    assert (again.trainer.nnodes, again.trainer.n_gpus_per_node) == (1, 8)
+    ours = compose_for_test(["gpus=3"])
+    ours.seed = 99
+    assert compose_for_test([]).seed != 99
+
+
+def compose_for_test(overrides):
+    from src.config.compose import compose
+
+    return compose(overrides)
+
+
+@pytest.mark.parametrize("overrides", [
+    [],
+    ["gpus=4", "nodes=2", "algo=dapo", "reward=xcomet_xl", "reward.credit=token"],
+    ["experiment=smoke_tiny", "seed=3", "+verl.trainer.balance_batch=false"],
+    ["algo=gspo", "algo.clip_ratio_high=0.0004", "reward=comet", "reward.normalise=per_component", "gpus=2"],
+    ["reward.guards.wrong_language.penalty=-2", "~reward.guards.repetition"],
+    # refusals: a misspelt key, a value of the wrong type, an unknown choice, a sweep (Hydra's whole path)
+    ["gpu=4"],
+    ["gpus=four"],
+    ["algo=no_such_algo"],
+    ["gpus=1,2"],
+])
+def test_our_config_composed_on_reused_choices_is_hydras_composition(overrides):
+    from src.config.compose import compose
+
+    out = []
+    # with the hydra node: Hydra's compose whole, every time
+    for with_hydra in (True, False):
+        try:
+            cfg = compose(overrides, with_hydra=with_hydra)
+        except Exception as err:  # noqa: BLE001  (the two must fail alike)
+            out.append(f"{type(err).__name__}: {err}")
+            continue
+        plain = OmegaConf.to_container(cfg, resolve=False)
+        plain.pop("hydra", None)
+        out.append((plain, OmegaConf.is_struct(cfg)))
+    assert out[1] == out[0]
