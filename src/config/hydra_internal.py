@@ -1,6 +1,6 @@
 """The one place that touches `hydra._internal` (Hydra 1.3.2): everything else uses Hydra's public API.
 
-Two things have no public form:
+Three things have no public form:
 - a config loader over an arbitrary config dir while a Hydra app is already running (the public
   `initialize_config_dir` refuses a second GlobalHydra): used to compose verl's own `ppo_trainer`
   from the installed verl's files, and by a Slurm job to compose from its code snapshot's conf/;

@@ -227,10 +227,10 @@ def overrides(plan: RunPlan, cfg: dict) -> list[str]:
 def compose(override_list: list[str]) -> DictConfig:
     """verl's ppo_trainer with overrides, composed by Hydra from the installed verl's files (or the
     same composition remembered by src/verl_config/cache.py)."""
-    return cache.composed(override_list, _compose_with_hydra)
+    return cache.composed(override_list, _compose_verl)
 
 
-def _compose_with_hydra(override_list: list[str]) -> DictConfig:
+def _compose_verl(override_list: list[str]) -> DictConfig:
     config_dir = str(verl_config_dir())
     cfg = hydra_internal.compose_on_choices(config_dir, override_list, _composed_choices)
     return cfg if cfg is not None else hydra_internal.compose_dir(config_dir, "ppo_trainer", override_list)

@@ -7,7 +7,7 @@ from omegaconf import OmegaConf
 
 from src import verl_config
 from src.verl_config import cache as verl_cache
-from src.config import compose_config
+from src.config import compose_config, hydra_internal
 from src.plan import build_plan
 
 
@@ -29,7 +29,8 @@ def _never(cfg):
 
 def test_remembered_composition_equals_hydras(cache):
     ov = _overrides()
-    fresh = verl_config.ppo_trainer._compose_with_hydra(ov)
+    # Hydra whole (neither this cache nor the process's remembered composition of verl's group choices)
+    fresh = hydra_internal.compose_dir(str(verl_config.ppo_trainer.verl_config_dir()), "ppo_trainer", ov)
     first = verl_config.compose(ov)  # miss: composed by Hydra, stored
     again = verl_config.compose(ov)  # hit: read back
     assert len(list(cache.glob("*.json"))) == 1
