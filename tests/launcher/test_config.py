@@ -6,7 +6,10 @@ import pytest
 from omegaconf import OmegaConf
 
 from src.config import CONF_DIR, compose_config, hydra_internal, one_line, register, sweep_jobs
+from src.config.compose import compose
+from src.config.dotted import flatten
 from src.config.schema import Config
+from src.verl_config import ppo_trainer
 
 
 def test_a_typo_in_a_config_file_is_refused_with_its_key(tmp_path):
@@ -87,32 +90,24 @@ def test_a_setting_with_an_interval_needs_its_example():
 
 
 def _verl_compose_both_ways(overrides):
-    """verl's ppo_trainer with `overrides`, by Hydra whole and by the reused base: (result or error text) each."""
-    from src.verl_config.ppo_trainer import verl_config_dir
+    """verl's ppo_trainer with `overrides`, by Hydra whole and on a composition of the group choices: (result
+    with its key order, or error text) each."""
+    config_dir = str(ppo_trainer.verl_config_dir())
 
-    config_dir = str(verl_config_dir())
+    def choices(lines):
+        return hydra_internal.compose_dir(config_dir, "ppo_trainer", list(lines))
+
     out = []
-    for compose in (lambda: hydra_internal.compose_dir(config_dir, "ppo_trainer", overrides),
-                    lambda: hydra_internal.compose_on_choices(config_dir, overrides, _verl_choices)):
+    for way in (lambda: hydra_internal.compose_dir(config_dir, "ppo_trainer", overrides),
+                lambda: hydra_internal.compose_on_choices(config_dir, overrides, choices)):
         try:
-            cfg = compose()
+            cfg = way()
         except Exception as err:  # noqa: BLE001  (the two must fail alike)
             out.append(f"{type(err).__name__}: {err}")
             continue
-        out.append((OmegaConf.to_container(cfg, resolve=False), OmegaConf.is_struct(cfg), list(flatten_keys(cfg))))
+        plain = OmegaConf.to_container(cfg, resolve=False)
+        out.append((plain, OmegaConf.is_struct(cfg), list(flatten(plain))))
     return out
-
-
-def _verl_choices(choices):
-    from src.verl_config.ppo_trainer import verl_config_dir
-
-    return hydra_internal.compose_dir(str(verl_config_dir()), "ppo_trainer", list(choices))
-
-
-def flatten_keys(cfg):
-    from src.config.dotted import flatten
-
-    return flatten(OmegaConf.to_container(cfg, resolve=False)).keys()
 
 
 @pytest.mark.parametrize("overrides", [
@@ -140,21 +135,23 @@ def test_verls_config_composed_on_a_reused_base_is_hydras_composition(overrides)
 
 
 def test_the_reused_composition_is_not_changed_by_a_composition_on_it():
-    from src.verl_config.ppo_trainer import compose
+    # verl's, through compose_on_choices with a remembered composition of its own (ppo_trainer.compose may be
+    # answered by the on-disk cache, src/verl_config/cache.py, before it reaches the remembered one)
+    config_dir = str(ppo_trainer.verl_config_dir())
+    remembered = {}
 
-    first = compose(["trainer.nnodes=7"])
+    def choices(lines):
+        return remembered.setdefault(lines, hydra_internal.compose_dir(config_dir, "ppo_trainer", list(lines)))
+
+    first = hydra_internal.compose_on_choices(config_dir, ["trainer.nnodes=7"], choices)
     first.trainer.n_gpus_per_node = 5
-    again = compose([])
+    again = hydra_internal.compose_on_choices(config_dir, [], choices)
+    assert list(remembered) == [()]
     assert (again.trainer.nnodes, again.trainer.n_gpus_per_node) == (1, 8)
-    ours = compose_for_test(["gpus=3"])
+    # ours, through compose (no on-disk cache)
+    ours = compose(["gpus=3"])
     ours.seed = 99
-    assert compose_for_test([]).seed != 99
-
-
-def compose_for_test(overrides):
-    from src.config.compose import compose
-
-    return compose(overrides)
+    assert compose([]).seed != 99
 
 
 @pytest.mark.parametrize("overrides", [
@@ -170,8 +167,6 @@ def compose_for_test(overrides):
     ["gpus=1,2"],
 ])
 def test_our_config_composed_on_reused_choices_is_hydras_composition(overrides):
-    from src.config.compose import compose
-
     out = []
     # with the hydra node: Hydra's compose whole, every time
     for with_hydra in (True, False):
