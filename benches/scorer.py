@@ -95,6 +95,9 @@ def parse_args():
                    help="verl-load: seconds from the shortest to the longest response finishing")
     p.add_argument("--build-dir", type=Path, default=REPO / ".cache" / "bench-models",
                    help="where --model xcomet-xl's random-weight checkpoint is written (once)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="check the arguments and build the tiny fixtures, then stop before the first call to "
+                        "--device (benches/gpu/check.py runs this on CPU in the tests)")
     p.add_argument("--peak-tflops", type=float, default=None,
                    help="dense bf16 peak of the card, TFLOP/s: report (a)'s model FLOP utilisation")
     return p.parse_args()
@@ -492,14 +495,19 @@ def main() -> int:
     from tests.fixtures import build_tiny_comet as fixture
 
     out = fixture.ensure_built(with_small=True)
+    if args.peak_tflops and args.model not in REAL_SHAPES:
+        raise SystemExit("--peak-tflops needs a real-shape --model (" + ", ".join(REAL_SHAPES) + ")")
+    if args.dry_run:
+        shape = f"real shape of {REAL_SHAPES[args.model]}, random weights" if args.model in REAL_SHAPES else "tiny fixture"
+        print(f"dry run: {args.model} ({shape}) on {args.device} in {args.dtype}, --load {args.load}; the next "
+              f"step builds or loads it on {args.device}")
+        return 0
     if args.model in REAL_SHAPES:
         t0 = time.time()
         ckpt, args.encoder_dir = build_real_shape(args.model, args.build_dir, args.device)
         print(f"{args.model}: random-weight checkpoint ready in {time.time() - t0:.0f} s: {ckpt}", flush=True)
     else:
         ckpt, args.encoder_dir = fixture.checkpoint(out, args.model), None
-        if args.peak_tflops:
-            raise SystemExit("--peak-tflops needs a real-shape --model (" + ", ".join(REAL_SHAPES) + ")")
     kind = {"comet-da": "comet-da", "referenceless": "referenceless", "cometkiwi": "cometkiwi",
             "unified-wl": "unified", "cometkiwi-xl": "cometkiwi"}.get(args.model, "xcomet")
     corpus = out / "spm" / "corpus.txt"

@@ -60,6 +60,9 @@ def test_dry_run_works_in_a_fresh_clone_without_local_config_models_or_data(tmp_
     assert verl["actor_rollout_ref"]["model"]["path"] == f"{clone}/.cache/tiny-models/policy"
     assert verl["data"]["train_files"] == f"{clone}/.cache/tiny-models/data/train.parquet"
     assert verl["actor_rollout_ref"]["model"]["override_config"]["attn_implementation"] == "sdpa"
+    # in the config verl validates and trains with, not only in ours
+    assert verl["actor_rollout_ref"]["rollout"]["enforce_eager"] is True
+    assert verl["actor_rollout_ref"]["rollout"]["agent"]["num_workers"] == 1 and verl["reward"]["num_workers"] == 1
     assert json.loads((snap / "plan.json").read_text())["attention"]["implementation"] == "sdpa"
 
 
@@ -72,6 +75,11 @@ def test_preset_plans_on_one_gpu_with_the_same_stages_as_smoke(tmp_path):
     plan = build_plan(composed, run_dir=str(tmp_path / "run"), flash_attn=None)
     assert plan.world_size == 1 and plan.scorer_models == ("cometkiwi_da",) and plan.adjustments == ()
     assert plan.scorer.training_gpu_index == 0  # shared: the scorer sits on the one training GPU
+    # what smoke_tiny cuts from the start-up (its yaml says why); experiment=smoke keeps vLLM's torch.compile and
+    # CUDA graphs and verl's worker counts, the production path on a new cluster
+    assert composed["verl"]["actor_rollout_ref"] == {"rollout": {"enforce_eager": True, "agent": {"num_workers": 1}}}
+    assert composed["verl"]["reward"] == {"num_workers": 1}
+    assert set(smoke_cfg["verl"]) == {"data"}
 
 
 @pytest.fixture(scope="module")
