@@ -381,6 +381,9 @@ def main(argv: list[str]) -> int:
         return wait(args)
     except CheckError as e:
         print(f"error: {e}", file=sys.stderr)
+        # what was measured before the error comes back with the call too
+        if args.check and (run_dir(args) / "timings.json").is_file():
+            collect(args, run_dir(args))
         return 2
 
 
