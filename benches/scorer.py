@@ -498,7 +498,8 @@ def main() -> int:
     if args.peak_tflops and args.model not in REAL_SHAPES:
         raise SystemExit("--peak-tflops needs a real-shape --model (" + ", ".join(REAL_SHAPES) + ")")
     if args.dry_run:
-        shape = f"real shape of {REAL_SHAPES[args.model]}, random weights" if args.model in REAL_SHAPES else "tiny fixture"
+        shape = (f"real shape of {REAL_SHAPES[args.model]}, random weights" if args.model in REAL_SHAPES
+                 else "tiny fixture")
         print(f"dry run: {args.model} ({shape}) on {args.device} in {args.dtype}, --load {args.load}; the next "
               f"step builds or loads it on {args.device}")
         return 0

@@ -8,6 +8,7 @@ or started once per session (per xdist worker).
 """
 import ipaddress
 import os
+import signal
 import socket
 import subprocess
 import tempfile
@@ -26,6 +27,14 @@ os.environ.setdefault("WANDB_MODE", "offline")
 # config verl passed once is reused, as on a user's second launch. Set here in the xdist controller
 # before its workers start, so they inherit it and share one cache (entries are written atomically)
 os.environ.setdefault("QE_RL_CACHE_DIR", tempfile.mkdtemp(prefix="qe_rl_test_cache-"))
+
+# Ctrl-C as a terminal delivers it. A shell without job control starts a background job with SIGINT ignored
+# (POSIX), Python then keeps it ignored, and an ignored signal stays ignored across exec: every process the
+# tests start would shrug off the SIGINT that the interrupt tests send (tests/lifecycle/test_interrupts.py
+# fails with exit 0 instead of 130). A handler here, in the controller and in each xdist worker, is reset to
+# the default in every child at exec, as in a user's terminal.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex

@@ -8,9 +8,9 @@ ModuleNotFoundError, minutes into a check. It runs here, on the built overlay, b
 
 What runs at import: the module's own statements and class bodies, not function bodies. An import
 inside `try:` or `with suppress(...)` (a fallback follows it) or under `if` (TYPE_CHECKING, a version or
-platform test) may not run, so it is not followed. `import a.b.c` runs a, a.b and a.b.c; `from a.b import c` runs a and a.b,
-and a.b.c when c is a submodule. A file that does not parse (newer syntax than this python reads) is
-counted and skipped, and reported.
+platform test) may not run, so it is not followed. `import a.b.c` runs a, a.b and a.b.c; `from a.b import c`
+runs a and a.b, and a.b.c when c is a submodule. A file that does not parse (newer syntax than this python
+reads) is counted, skipped and reported.
 """
 from __future__ import annotations
 

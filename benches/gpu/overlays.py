@@ -31,9 +31,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "envs"))
 sys.path.insert(0, str(ROOT / "benches" / "gpu"))
 from check_locks import read_lock  # noqa: E402  (envs/ is not a package)
-from imports import reach  # noqa: E402  (benches/gpu/ is not a package either)
 from check_wheels import lock_platform, platform_tags  # noqa: E402
 from wheelhouse import build_wheelhouse, pip  # noqa: E402
+from imports import reach  # noqa: E402  (benches/gpu/ is not a package either)
 
 # the GPU node's python (benches/gpu/node.txt)
 NODE_PYTHON = "3.12"
@@ -140,7 +140,7 @@ TRAIN = Overlay(
         "vllm/third_party/fmha_sm100": "Blackwell (sm_100) attention",
         "ray/jars": "Ray's Java workers",
         "ray/rllib": "Ray's RL library; verl uses Ray core",
-        "ray/dashboard/client/build/static/js/*.map": "source maps of the dashboard's JavaScript, for a browser's debugger",
+        "ray/dashboard/client/build/static/js/*.map": "the dashboard's JavaScript source maps",
         "xgrammar/lib": "xgrammar's C++ static library, for linking against it; Python loads libxgrammar_bindings.so",
         "mistral_common/data": "Mistral's tokenizer files, read only for Mistral models",
         "pycountry/locales": "translations of country names; pydantic-extra-types needs only the codes",
@@ -334,12 +334,12 @@ def build(overlay: Overlay, gpu_dir: Path = GPU_DIR) -> dict:
     installed = folder_bytes(site)
     freed = trim(site, overlay) if overlay.trimmed else {}
     freed["debug info of ELF files (strip --strip-debug)"] = strip_debug(site)
-    unreached = check_imports(overlay, gpu_dir)
+    followed = check_imports(overlay, gpu_dir)
     chunks = pack(site, gpu_dir / "parts", overlay.name)
-    return {"env": overlay.env, "lock": overlay.lock, "python": NODE_PYTHON, "pins_carried": len(keep), "pins_left_out": len(out),
-            "installed_bytes": installed, "trimmed_bytes": freed, "unpacked_bytes": folder_bytes(site),
-            "xz_bytes": sum(c["bytes"] for c in chunks), "chunks": chunks, "probe": list(overlay.probe),
-            "import_check": unreached}
+    return {"env": overlay.env, "lock": overlay.lock, "python": NODE_PYTHON, "pins_carried": len(keep),
+            "pins_left_out": len(out), "installed_bytes": installed, "trimmed_bytes": freed,
+            "unpacked_bytes": folder_bytes(site), "xz_bytes": sum(c["bytes"] for c in chunks), "chunks": chunks,
+            "probe": list(overlay.probe), "import_check": followed}
 
 
 def tree_bytes(root: Path = ROOT) -> int:

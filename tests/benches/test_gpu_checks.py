@@ -219,7 +219,8 @@ def test_the_next_call_collects_a_check_that_ended(tmp_path, exit_code, rc):
     assert timings["unpack_train"] == 1.5 and timings["exit"] == exit_code and timings["check"] > 0
     assert (out / "smoke_verdict.txt").read_text().startswith("=== qe-rl smoke verdict: PASS")
     rows = [json.loads(line) for line in (out / "smoke_metrics.jsonl").read_text().splitlines()]
-    assert rows == [{"file": "a.jsonl", "step": 1, "data": {"x": 1.0}}, {"file": "b.jsonl", "step": 2, "data": {"x": 2.0}}]
+    assert rows == [{"file": "a.jsonl", "step": 1, "data": {"x": 1.0}},
+                    {"file": "b.jsonl", "step": 2, "data": {"x": 2.0}}]
     assert (out / "smoke.log").read_text() == "the launch's output\n"
 
 
