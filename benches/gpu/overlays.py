@@ -33,7 +33,8 @@ sys.path.insert(0, str(ROOT / "benches" / "gpu"))
 from check_locks import read_lock  # noqa: E402  (envs/ is not a package)
 from check_wheels import lock_platform, platform_tags  # noqa: E402
 from wheelhouse import build_wheelhouse, pip  # noqa: E402
-from imports import reach  # noqa: E402  (benches/gpu/ is not a package either)
+from check import CHECKS  # noqa: E402  (benches/gpu/ is not a package either)
+from imports import reach  # noqa: E402
 
 # the GPU node's python (benches/gpu/node.txt)
 NODE_PYTHON = "3.12"
@@ -190,8 +191,8 @@ SCORER_JA = Overlay(
 )
 
 OVERLAYS = {o.name: o for o in (TRAIN, SCORER, SCORER_JA)}
-# the overlays each check's commands run in (benches/gpu/check.py CHECKS has the same)
-CHECK_OVERLAYS = {"smoke": ("train", "scorer"), "learn": ("train",), "scorer": ("scorer", "scorer-ja")}
+# the overlays each check's commands run in: check.py's table, which the node reads too
+CHECK_OVERLAYS = {check: overlays for check, (overlays, _, _) in CHECKS.items()}
 
 
 def carried(overlay: Overlay) -> tuple[dict[str, str], dict[str, str]]:
@@ -233,7 +234,7 @@ def trim(site: Path, overlay: Overlay) -> dict[str, int]:
         total = 0
         for hit in hits:
             if hit.is_dir() and not hit.is_symlink():
-                total += sum(f.stat().st_size for f in hit.rglob("*") if f.is_file())
+                total += folder_bytes(hit)
                 shutil.rmtree(hit)
             else:
                 total += hit.stat().st_size
