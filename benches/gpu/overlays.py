@@ -350,7 +350,7 @@ def tree_bytes(root: Path = ROOT) -> int:
     return sum((root / n.decode()).stat().st_size for n in listed if n and (root / n.decode()).is_file())
 
 
-def plan_calls(check: str, manifest: dict, tree: int) -> list[dict]:
+def plan_calls(check: str, manifest: dict, tree: int, gpu_dir: Path = GPU_DIR) -> list[dict]:
     """The calls to the node that bring CHECK's chunks, in order: each sends the manifest and as many chunks
     as fit in the call's limit; the last one also runs the check (benches/gpu/check.py run CHECK)."""
     room = CALL_LIMIT_BYTES - tree - CALL_MARGIN_BYTES - len(json.dumps(manifest))
@@ -358,7 +358,7 @@ def plan_calls(check: str, manifest: dict, tree: int) -> list[dict]:
     current: list[dict] = []
     for name in CHECK_OVERLAYS[check]:
         if name not in manifest["overlays"]:
-            raise SystemExit(f"error: overlay {name} (needed by check {check}) is not in {GPU_DIR / MANIFEST}: "
+            raise SystemExit(f"error: overlay {name} (needed by check {check}) is not in {gpu_dir / MANIFEST}: "
                              f"run `python benches/gpu/overlays.py build {name}`")
         for chunk in manifest["overlays"][name]["chunks"]:
             if chunk["bytes"] > room:
@@ -429,7 +429,7 @@ def main(argv: list[str]) -> int:
         return 0
     if args.command == "calls":
         manifest = read_manifest(args.gpu_dir)
-        for call in plan_calls(args.check, manifest, tree_bytes()):
+        for call in plan_calls(args.check, manifest, tree_bytes(), args.gpu_dir):
             print(json.dumps(call))
         return 0
     manifest = read_manifest()

@@ -265,3 +265,13 @@ def test_the_build_names_each_package_the_checks_import_at_start_that_nothing_ho
         "cutlass": ["app", "app.models", "app.models.qwen", "kernels", "cutlass"],
     }, found
     assert found["modules"] == 5 and found["unparsed"] == []
+
+
+def test_planning_calls_before_a_build_or_naming_no_overlay_is_refused_in_one_line(tmp_path):
+    done = run(OVERLAYS, "calls", "smoke", "--gpu-dir", str(tmp_path))
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr == (f"error: overlay train (needed by check smoke) is not in {tmp_path}/manifest.json: "
+                           "run `python benches/gpu/overlays.py build train`\n"), done.stderr
+    done = run(OVERLAYS, "list", "trian")
+    assert done.returncode == 2
+    assert done.stderr == "error: no overlay trian; the overlays are train, scorer, scorer-ja\n", done.stderr
