@@ -14,6 +14,44 @@ from src.record.snapshot import SNAPSHOT
 
 from . import ray_cluster
 
+# Slurm's gres/gpu plugin names a job's GPUs in one variable per vendor API, all with the same indices, when
+# gres.conf gives no vendor flag: CUDA_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES, ZE_AFFINITY_MASK and
+# GPU_DEVICE_ORDINAL (seen in an sbatch/srun job of Slurm 22.05: docs/troubleshooting.md). verl's Worker
+# refuses ROCR_VISIBLE_DEVICES beside CUDA_VISIBLE_DEVICES ("Please don't set ROCR_VISIBLE_DEVICES when
+# HIP/CUDA_VISIBLE_DEVICES is set", verl/single_controller/base/worker.py Worker._setup_env_cuda_visible_devices)
+# and asserts HIP_VISIBLE_DEVICES equals it. On an NVIDIA node (and the CPU loop's fake GPUs, which its platform
+# names by CUDA_VISIBLE_DEVICES too) the AMD variables select nothing: CUDA_VISIBLE_DEVICES is the one that counts.
+AMD_DEVICE_VARS = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES")
+# where the GPUs Slurm allotted are read from when CUDA_VISIBLE_DEVICES is absent, in this order: each holds
+# the same indices Slurm would have put in CUDA_VISIBLE_DEVICES. SLURM_JOB_GPUS / SLURM_STEP_GPUS are not among
+# them: they hold the node's global indices, which differ from what a process sees when Slurm constrains the
+# job's devices (cgroups renumber them from 0); there CUDA's own enumeration (no variable) is already right.
+CUDA_FALLBACK_VARS = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL")
+# accelerators whose processes take their GPUs from CUDA_VISIBLE_DEVICES (conf/accelerator/*.yaml `device`)
+CUDA_NAMED_DEVICES = ("cuda", "cpu")
+
+
+def device_environ(device: str, environ: dict) -> tuple[dict, list[str]]:
+    """(the environment verl's workers accept on this accelerator, notes saying what was changed).
+
+    Keeps the GPUs Slurm allotted: CUDA_VISIBLE_DEVICES stays as it is, or comes from the first of
+    CUDA_FALLBACK_VARS that is set; the AMD variables are dropped so verl's Worker does not refuse them.
+    Other accelerators (npu) are left alone."""
+    if device not in CUDA_NAMED_DEVICES:
+        return dict(environ), []
+    env = dict(environ)
+    notes = []
+    if env.get("CUDA_VISIBLE_DEVICES") is None:
+        source = next((v for v in CUDA_FALLBACK_VARS if env.get(v)), None)
+        if source is not None:
+            env["CUDA_VISIBLE_DEVICES"] = env[source]
+            notes.append(f"CUDA_VISIBLE_DEVICES unset: set to {source}={env[source]}, the GPUs this job was given")
+    dropped = [f"{v}={env.pop(v)}" for v in AMD_DEVICE_VARS if v in env]
+    if dropped:
+        notes.append(f"{', '.join(dropped)} left out of the training processes' environment (verl's workers refuse "
+                     f"them beside CUDA_VISIBLE_DEVICES; on this accelerator they select nothing)")
+    return env, notes
+
 
 def split_devices(plan: RunPlan, environ: dict) -> tuple[dict, str | None]:
     """(env for training, CUDA_VISIBLE_DEVICES for the scorer; None: no scorer runs).

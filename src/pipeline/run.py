@@ -52,6 +52,10 @@ def run(composed: dict, overrides: list[str], run_dir: Path, environ: dict | Non
     `lineage`: how a --from-snapshot run relates to the run it came from (None: a new run)."""
     environ = dict(os.environ if environ is None else environ)
     dry = bool(composed["dry_run"])
+    # the device variables a scheduler exported, made what verl's workers accept, before anything counts GPUs
+    environ, device_notes = environment.device_environ(composed["accelerator"]["device"], environ)
+    for note in device_notes:
+        print(f"note: {note}")
     try:
         plan = build_plan(composed, run_dir=str(run_dir), gpu_memory_gb=detected_gpu_memory(composed, environ))
         task = slurm_task(environ)

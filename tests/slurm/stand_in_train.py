@@ -77,6 +77,9 @@ def main() -> int:
         "wandb_run_group": os.environ.get("WANDB_RUN_GROUP"),
         "wandb_mode": os.environ.get("WANDB_MODE"), "hf_hub_offline": os.environ.get("HF_HUB_OFFLINE"),
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        # every device variable this process got, for verl's own check of a worker's environment
+        "device_env": {k: v for k, v in os.environ.items()
+                       if k.endswith(("_VISIBLE_DEVICES", "_DEVICE_ORDINAL", "_AFFINITY_MASK")) or k == "SLURM_JOB_GPUS"},
         "ray_address": os.environ.get("RAY_ADDRESS"), "ray_tmpdir": os.environ.get("RAY_TMPDIR"),
         "cwd": os.getcwd(), "pythonpath": os.environ.get("PYTHONPATH"),
         # the runner blocks Slurm's time-limit signal in what it starts (src/node/training.py)

@@ -20,6 +20,7 @@ import yaml
 
 from tests.helpers.launches import files_under
 from tests.helpers.slurm_sweeps import REPO, SECRETS, Sweep, sacct_tres, scontrol_field, stand_in
+from tests.helpers.verl_device_check import verl_worker_devices
 
 
 # ------------------------------------------------------------------------------ tests
@@ -100,6 +101,10 @@ def test_failed_jobs_are_named_with_error_and_log_while_the_others_return(sweep,
     assert (Path(seen["checkpoint_dir"]) / "latest_checkpointed_iteration.txt").exists()
     # training sees its 2 GPUs only; the third of the allocation is the scorer's
     assert len(seen["cuda_visible_devices"].split(",")) == 2, seen
+    # Slurm exported its GPUs under every vendor's variable (ROCR_VISIBLE_DEVICES among them, which verl's
+    # workers refuse beside CUDA_VISIBLE_DEVICES): what training got passes verl's own check, same 2 GPUs
+    assert "GPU_DEVICE_ORDINAL" in seen["device_env"] and "ROCR_VISIBLE_DEVICES" not in seen["device_env"], seen
+    assert verl_worker_devices([seen["device_env"]]) == [{"cuda_visible_devices": seen["cuda_visible_devices"]}]
     assert seen["wandb_mode"] == "offline" and seen["hf_hub_offline"] == "1"
     # the training processes run from, and import `src` from, the code copied at submission
     assert seen["cwd"] == str(sweep.dir / "code") == seen["pythonpath"].split(os.pathsep)[0]
