@@ -35,6 +35,7 @@ from src.trainer import time_limit
 
 from .leftovers import Leftovers
 from .process_group import stop_group
+from .startup import StartupClock
 
 # verl's main_ppo with a trainer that saves the step in progress on a time limit (src/trainer/entry.py)
 VERL_ENTRY = ["-m", "src.trainer"]
@@ -274,11 +275,13 @@ def _stop(proc: subprocess.Popen, grace_s: float = 30.0) -> None:
 
 def run(command: list[str], env: dict, log_path: Path,
         services: Iterable[Callable[[dict], ContextManager[dict]]] = (), stop: TrainingStop | None = None,
-        watch: TimeLimitWatch | None = None) -> int:
+        watch: TimeLimitWatch | None = None, clock: StartupClock | None = None) -> int:
     """Start services, run `command` streaming to stdout and `log_path`, stop everything. Raises
     ServiceFailure when a service called `stop` (training was terminated for it). With `watch`, a
-    time-limit signal makes training save and end, then the job is requeued (may not return)."""
+    time-limit signal makes training save and end, then the job is requeued (may not return). `clock`
+    marks the training command's start and the start-up phases its output shows (src/node/startup.py)."""
     stop = stop or TrainingStop()
+    clock = clock or StartupClock()
     log_path.parent.mkdir(parents=True, exist_ok=True)
     # beside the log, per launch: a requeued job must not read the last attempt's reason
     stop_file = log_path.parent / "training_stop.txt"
@@ -300,11 +303,13 @@ def run(command: list[str], env: dict, log_path: Path,
             leftovers = Leftovers()
             proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     start_new_session=True)
+            clock.mark("training_started")
             stop.attach(proc)
             if watch is not None:
                 watch.attach(proc)
             try:
                 for line in output_lines(proc.stdout):
+                    clock.observe(line)
                     line = scrub(line, env)
                     sys.stdout.write(line)
                     log.write(line)

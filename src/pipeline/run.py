@@ -17,7 +17,7 @@ from omegaconf import OmegaConf
 
 from src import config, verl_config
 from src.data.checks import DataFileError
-from src.node import environment, preflight, ray_cluster, scorer_service, training
+from src.node import environment, preflight, ray_cluster, scorer_service, startup, training
 from src.plan import PlanError, RunPlan, build_plan, with_trains
 from src.plan.table import render as render_plan
 from src.record import identity, snapshot
@@ -52,6 +52,7 @@ def run(composed: dict, overrides: list[str], run_dir: Path, environ: dict | Non
     `lineage`: how a --from-snapshot run relates to the run it came from (None: a new run)."""
     environ = dict(os.environ if environ is None else environ)
     dry = bool(composed["dry_run"])
+    clock = startup.StartupClock()  # from this process's start: the launch's start-up phases (timings.json)
     # the device variables a scheduler exported, made what verl's workers accept, before anything counts GPUs
     environ, device_notes = environment.device_environ(composed["accelerator"]["device"], environ)
     for note in device_notes:
@@ -66,23 +67,23 @@ def run(composed: dict, overrides: list[str], run_dir: Path, environ: dict | Non
         _remove_if_empty(run_dir)
         raise RunError(str(exc), USAGE_EXIT) from None
     if task is None or plan.nodes == 1:
-        _run_node0(composed, overrides, run_dir, environ, plan, task, lineage)
+        _run_node0(composed, overrides, run_dir, environ, plan, task, lineage, clock)
     elif task.rank > 0:
         # nodes 1..K-1 of a multi-node job: no snapshot, no verl; a Ray worker (and scorer) only
         if not dry:
             _worker_node(composed, plan, task, run_dir, environ)
     elif dry:
-        _run_node0(composed, overrides, run_dir, environ, plan, task, lineage)
+        _run_node0(composed, overrides, run_dir, environ, plan, task, lineage, clock)
     else:
         try:
-            _run_node0(composed, overrides, run_dir, environ, plan, task, lineage)
+            _run_node0(composed, overrides, run_dir, environ, plan, task, lineage, clock)
         finally:
             # the other nodes wait for node 0's Ray head: however this ends, let them go
             ray_cluster.release_workers(run_dir, task)
 
 
 def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dict, plan: RunPlan, task,
-               lineage: Lineage | None = None) -> None:
+               lineage: Lineage | None = None, clock: startup.StartupClock | None = None) -> None:
     """The run itself (node 0 of a multi-node job): verl config, identity, preflight, snapshot, training."""
     dry = bool(composed["dry_run"])
     try:
@@ -143,6 +144,8 @@ def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dic
         _remove_if_empty(run_dir)
         raise RunError(str(exc), USAGE_EXIT) from None
     render_plan(plan, command, str(snap / "verl_config.yaml"), lineage=lineage_line(plan, lineage))
+    clock = clock or startup.StartupClock()
+    clock.mark("plan")
     moved = moved_geometry_note(plan, overrides) if lineage is None else None
     if moved:
         print(f"note: {moved}")
@@ -172,23 +175,35 @@ def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dic
     # the scorer first: its URL and token are in the env of everything started after it (this
     # node's Ray head, verl and its reward workers)
     stop = training.TrainingStop()
-    services = [lambda e: scorer_service.scorer(plan, rank, run_dir, e, scorer_devices, on_fatal=stop,
-                                                enabled=_scorer_enabled(composed))]
-    if plan.nodes > 1:
-        # Ray gets the CPUs Slurm granted this task and the training GPUs (not the scorer's)
-        services.append(lambda e: ray_cluster.head(task, plan.nodes, task.cpus or plan.node_cpus, plan.gpus_per_node,
-                                                   run_dir, e))
+    clock.write_to(run_dir)
+
+    def services(launch_clock: startup.StartupClock) -> list:
+        """The node's services around one launch of training, each marked on that launch's clock."""
+        started = [lambda e: startup.marked(scorer_service.scorer(plan, rank, run_dir, e, scorer_devices, on_fatal=stop,
+                                                                  enabled=_scorer_enabled(composed)),
+                                            launch_clock, "scorer_healthy")]
+        if plan.nodes > 1:
+            # Ray gets the CPUs Slurm granted this task and the training GPUs (not the scorer's)
+            started.append(lambda e: ray_cluster.head(task, plan.nodes, task.cpus or plan.node_cpus, plan.gpus_per_node,
+                                                      run_dir, e))
+        return started
+
+    def relaunch(e: dict, l: Path) -> int:
+        """The smoke's second launch (its resume): its own clock, from now."""
+        again = startup.relaunch(run_dir)
+        return training.run(command, env=e, log_path=l, services=services(again), stop=stop, clock=again)
+
     log = run_dir / TRAIN_LOG
     # in a Slurm job: the time-limit signal has the step in progress saved, then the job requeued
     watch = (training.TimeLimitWatch(plan.checkpoint_dir, plan.time_limit.stop_by_s)
              if task is not None and plan.time_limit is not None else None)
     try:
-        code = training.run(command, env=env, log_path=log, services=services, stop=stop, watch=watch)
+        code = training.run(command, env=env, log_path=log, services=services(clock), stop=stop, watch=watch,
+                            clock=clock)
     except (ray_cluster.RayBootstrapError, scorer_service.ScorerError, training.ServiceFailure) as exc:
         raise RunError(str(exc)) from None
     if smoke.requested(composed):  # experiment=smoke: check each stage, prove resume, print the verdict
-        smoke.check(plan, run_dir, code, env, lambda e, l: training.run(command, env=e, log_path=l,
-                                                                        services=services, stop=stop))
+        smoke.check(plan, run_dir, code, env, relaunch)
     if code != 0:
         raise RunError(f"training command exited with code {code}; log: {log}{_last_line(log)}", code)
     if learning.requested(composed):  # experiment=learn_tiny: did the trained and held-out metrics rise?
@@ -284,9 +299,11 @@ def hydra_task(cfg) -> None:
     except KeyboardInterrupt as exc:
         # Ctrl-C, or Slurm's SIGTERM (preemption, requeue, scancel; src/node/training.py): training and
         # services are stopped. No result is written, so a requeued job simply runs again.
-        print(f"stopped ({exc or 'interrupt'}): a requeued or resumed run continues from the last checkpoint "
+        # an interrupt with no reason of its own (Ctrl-C) reads as one; str(), since the exception itself is truthy
+        why = str(exc) or "interrupt"
+        print(f"stopped ({why}): a requeued or resumed run continues from the last checkpoint "
               f"in the checkpoint dir", file=sys.stderr)
-        local_sweep.record(hc, log, FAILED, f"stopped ({exc or 'interrupt'})")
+        local_sweep.record(hc, log, FAILED, f"stopped ({why})")
         sys.exit(INTERRUPTED_EXIT)
     except Exception as exc:  # a bug, not a refusal: recorded, then Hydra shows it as ever
         local_sweep.record(hc, log, FAILED, f"{type(exc).__name__}: {exc}")

@@ -39,6 +39,7 @@ import os
 import time
 
 from . import time_limit
+from .progress import step_end_line
 from .parts import RewardPartsAdvantage
 
 logger = logging.getLogger(__name__)
@@ -49,6 +50,8 @@ class TimeLimitSave:
 
     def on_step_end(self):
         super().on_step_end()
+        # the launcher reads start-up's end from it (src/node/startup.py), whatever loggers the run has
+        print(step_end_line(self.global_steps), flush=True)
         ckpt = self.config.trainer.default_local_dir
         if not time_limit.requested(ckpt):
             return

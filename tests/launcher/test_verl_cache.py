@@ -115,3 +115,21 @@ def test_unwritable_cache_does_not_fail_the_launch(tmp_path, monkeypatch):
     monkeypatch.setenv(verl_cache.ENV_DIR, str(blocker))
     cfg = verl_config.compose(_overrides())
     assert verl_cache.validated(cfg, lambda c: []) is False
+
+
+def test_the_checkpoint_dir_alone_does_not_change_the_key(cache):
+    """A launch's checkpoint dir (with the launch time in it, for the smoke and learn_tiny) and the output paths
+    under it are read by neither verl's validate_config nor our checks: the same config launched again finds its
+    verdict. Any other path still changes the key."""
+    cfg = verl_config.compose(_overrides())
+    base = verl_cache.verdict_key(cfg)
+    ckpt = cfg.trainer.default_local_dir
+    moved = cfg.copy()
+    for key in ("trainer.default_local_dir", "trainer.validation_data_dir", "global_profiler.save_path"):
+        value = OmegaConf.select(moved, key) or f"{ckpt}/x"
+        OmegaConf.update(moved, key, value.replace(ckpt, "/elsewhere/launched-later"))
+    assert OmegaConf.select(moved, "trainer.default_local_dir") == "/elsewhere/launched-later"
+    assert verl_cache.verdict_key(moved) == base
+    other = cfg.copy()
+    OmegaConf.update(other, "actor_rollout_ref.model.path", "/elsewhere/model")
+    assert verl_cache.verdict_key(other) != base

@@ -238,6 +238,7 @@ def test_interrupting_the_launcher_leaves_no_process_behind(start_run, sig):
     else:
         os.kill(run.proc.pid, sig)       # Slurm's SIGTERM before a kill (preemption, scancel)
     assert run.wait() == 130, run.output()
-    assert "stopped (" in run.output()
+    # the reason is named: Ctrl-C as an interrupt (it read "stopped ()" before), SIGTERM by its number
+    assert ("stopped (interrupt): " if sig == signal.SIGINT else f"stopped (signal {int(sig)}): ") in run.output()
     assert _gone(stand_in_pid, ready["pid"]), (stand_in_pid, ready)
     assert not run.path("scorer/node-0.ready.json").exists()

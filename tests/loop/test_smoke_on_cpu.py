@@ -13,6 +13,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import yaml
 
+from src.node import startup
 from tests.helpers.launches import checkpoint_dir, metrics_files
 
 STAGES = ["scorer", "training", "rollout", "reward", "update", "validation", "checkpoint", "resume", "report"]
@@ -57,6 +58,15 @@ def test_smoke_tiny_on_the_cpu_builds_trains_resumes_and_prints_pass(cpu_loop, t
     assert shards == ["extra_state_world_size_1_rank_0.pt", "model_world_size_1_rank_0.pt",
                       "optim_world_size_1_rank_0.pt"]
     assert (ckpt / "latest_checkpointed_iteration.txt").read_text().strip() == "2"
+    # where each launch's start-up went (src/node/startup.py): every phase, in order, the resume's too
+    launches = startup.read(run_dir)
+    print(f"start-up phases (s from the command): {launches}")
+    assert len(launches) == 2, launches
+    expected = [p for p in startup.PHASES if p != "critic_ready"]  # GRPO: no critic
+    for launch, phases in zip(launches, (expected, expected[1:])):  # the resume has no plan of its own
+        assert list(launch["phases"]) == phases, launch
+        seconds = list(launch["phases"].values())
+        assert seconds == sorted(seconds) and 0 < seconds[0], launch
     verl = yaml.safe_load((run_dir / "snapshot" / "verl_config.yaml").read_text())
     assert verl["trainer"]["device"] == "cpu" and verl["trainer"]["use_v1"] is True
     assert "scorer ready url=" in (run_dir / "scorer" / "node-0.log").read_text()
