@@ -83,11 +83,11 @@ def precheck(overrides: list[str], multirun: bool, environ: dict | None = None) 
     except UsageError:
         raise
     except Exception as exc:  # Hydra's composition, schema and override-grammar errors
-        raise UsageError(_explained(exc, overrides)) from None
+        raise UsageError(_explained(exc, overrides, multirun, environ)) from None
     return len(combos)
 
 
-def _explained(exc: BaseException, overrides: list[str]) -> str:
+def _explained(exc: BaseException, overrides: list[str], multirun: bool, environ: dict) -> str:
     """Hydra's error on one line, with what to do where Hydra's own text does not say it."""
     line = config.one_line(exc)
     # an override Hydra's lexer refuses (`paths.data_root=/data/数据`): the quoted form
@@ -102,6 +102,16 @@ def _explained(exc: BaseException, overrides: list[str]) -> str:
             return better.replace("+" + added.group(1), added.group(1), 1).replace(
                 "): it would add a key nothing reads", ") nor a key of the config", 1).replace(
                 ", so it would add a key nothing reads", "", 1)
+    # `reward.weights.komet=1`: the `+` form is checked (the reward's component names); its refusal of the
+    # name ('komet', with the nearest one) is the line, not Hydra's advice to add the misspelt name
+    retry = config.plus_form(line, overrides)
+    if retry:
+        key, plus = retry
+        try:
+            precheck(plus, multirun, environ)
+        except UsageError as refused:
+            if repr(key.rsplit(".", 1)[-1]) in str(refused):
+                return str(refused)
     return line
 
 

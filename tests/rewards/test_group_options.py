@@ -166,6 +166,11 @@ def test_score_bounds_of_the_shipped_groups(reward):
     ("+reward.weights.kiwii=1", "did you mean reward.weights.kiwi?"),
     ("+reward.validation.weights.blue=1", "did you mean reward.validation.weights.bleu?"),
     ("+reward.clip.kiwii=[0,1]", "did you mean reward.clip.kiwi?"),
+    # issue 51 (finding 5): without `+`, Hydra's own line said to add the misspelt name with `+`
+    ("reward.weights.komet=1", "did you mean reward.weights.comet?"),
+    ("reward.weights.kiwii=1", "did you mean reward.weights.kiwi?"),
+    ("reward.validation.weights.blue=1", "did you mean reward.validation.weights.bleu?"),
+    ("reward.clip.kiwii=[0,1]", "did you mean reward.clip.kiwi?"),
 ])
 def test_a_misspelt_reward_key_is_refused_with_the_nearest_key(override, nearest):
     from src.pipeline import UsageError, precheck
@@ -173,6 +178,17 @@ def test_a_misspelt_reward_key_is_refused_with_the_nearest_key(override, nearest
     with pytest.raises(UsageError) as err:
         precheck(["reward=comet", override, "dry_run=true"], False)
     assert nearest in str(err.value) and "\n" not in str(err.value), str(err.value)
+
+
+def test_a_plug_in_component_weighted_without_plus_is_still_told_to_take_one():
+    """A plug-in's component is no key of any group's weights: Hydra's advice (add it with `+`) is the
+    right one there, and is kept (the misspelt names above get the nearest name instead)."""
+    from src.pipeline import UsageError, precheck
+
+    with pytest.raises(UsageError) as err:
+        precheck(["reward=comet", "reward.plugins=[tests/fixtures/reward_plugins/length_match.py]",
+                  "reward.weights.length_match=0.5", "dry_run=true"], False)
+    assert "use +reward.weights.length_match=0.5" in str(err.value) and "did you mean" not in str(err.value)
 
 
 @pytest.mark.parametrize("override", ["+reward.metricx.reference=true", "+reward.weights.metricx=0.5",

@@ -18,6 +18,7 @@ from src.evaluate import inspect_reward as tool
 from src.rewards.bleu import sentence_bleu
 from src.rewards.compute import compute_score
 from src.rewards.settings import RewardSettings
+from tests.helpers.refusals import assert_one_line_refusal
 from tests.helpers.reward_config import extra_info, kwargs_for
 from tests.helpers.scorer_service import TOKEN
 
@@ -204,6 +205,16 @@ def test_a_checkpoint_that_is_not_there_is_refused_before_scoring(tmp_path, clea
                            f"scorer.models.cometkiwi_da.path={tmp_path / 'none.ckpt'}"], capsys)
     assert rc == 2 and err.startswith("error: ") and "not found" in err and err.count("\n") == 1, err
     assert not out.exists()
+
+
+def test_a_misspelt_weight_gets_the_nearest_name_not_a_plus(tmp_path, clean_env, capsys):
+    """Issue 51 (finding 5): Hydra's own line said to add `reward.weights.komet` with `+`."""
+    out = tmp_path / "scores.jsonl"
+    rc, _, err = run_main(["--input", str(EXAMPLE), "--out", str(out), "--no-scorer", "reward=comet",
+                           "reward.weights.komet=1"], capsys)
+    assert rc == 2
+    line = assert_one_line_refusal(err, "error: ", "unknown component 'komet' (did you mean reward.weights.comet?")
+    assert "+reward.weights.komet" not in line and not out.exists()
 
 
 def _bad(tmp_path: Path, text: str) -> Path:
