@@ -20,6 +20,7 @@ from src.config.compose import added_key_refusal
 from src.data import checks as data_checks
 from src.node import preflight
 from src.plan import PlanError, RunPlan, build_plan
+from src.plan.batch import batch_for_rows
 from src.slurm import request as slurm_request
 from src.slurm.task import SlurmTask, slurm_task
 from src.verl_config import checks as verl_checks
@@ -167,9 +168,13 @@ def check_data_files(plan: RunPlan, composed: dict, checked: dict | None = None)
         return [f"train data {plan.train_files} does not exist yet; a real launch needs it (python -m "
                 f"src.data.prepare ... --split train --out {plan.train_files})"]
     if rows < plan.batch.prompts_per_step:
+        # a step the data fills, as the plan derives it (the step rounds up to the mini batch: both keys)
+        fits = batch_for_rows(composed, plan.gpus_per_node, plan.world_size, rows)
+        fix = (f"prepare more rows, or set batch.prompts_per_step={fits[0]} batch.mini_batch_prompts={fits[1]}"
+               if fits else f"prepare at least {plan.batch.prompts_per_step} rows")
         short = (f"train data {plan.train_files} has {rows} prompts, fewer than one step's {plan.batch.prompts_per_step} "
                  f"(data.train_batch_size for G={plan.world_size}): verl drops an incomplete batch, so the run "
-                 f"would train 0 steps; prepare more rows, or set batch.prompts_per_step={rows} or lower")
+                 f"would train 0 steps; {fix}")
         if not dry:
             raise data_checks.DataFileError(short)
         return [f"{short} (a real launch is refused)"]
