@@ -65,6 +65,12 @@ def reward_kwargs(reward_cfg: Mapping[str, Any], scorer_models: Mapping[str, Any
         # the span model is not part of the training reward (it is not loaded with mode=off)
         span_only = {c: w for c, w in train.items() if w and components.get_component(c).model == "span"}
         train = {c: (0.0 if c in span_only else w) for c, w in train.items()}
+    negative = {c: w for c, w in train.items() if w < 0}
+    if negative and not reward_cfg.get("allow_negative_weights", False):  # absent in configs written before it
+        comp, w = next(iter(negative.items()))
+        raise RewardConfigError(f"reward.weights.{comp}={w:g} is negative: the policy would be trained toward answers "
+                                f"{comp} scores worse; set it >= 0, or add reward.allow_negative_weights=true if "
+                                f"that is what you mean")
     if not any(train.values()):
         # the policy would learn the format bonus alone, whatever the run's name says it trains on
         raise RewardConfigError(_no_training_weight_message(reward_cfg.get("name"), mode, span_only, validation))
