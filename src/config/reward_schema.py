@@ -29,7 +29,8 @@ def _penalty():
 class WrongLanguageSchema:
     enable: bool = MISSING
     penalty: float = _penalty()
-    languages: List[str] = MISSING
+    # null: the languages src.data.prepare accepts (src/data/templates.py LANGUAGE_NAMES)
+    languages: Optional[List[str]] = MISSING
     min_confidence: float = MISSING
     min_letters: int = MISSING
     # null: py3langid; else a fastText LID model's path
