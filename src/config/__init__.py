@@ -2,9 +2,9 @@
 May import: nothing else of src (it is the bottom layer); Hydra's private API only in hydra_internal.py.
 """
 from .compose import (SweepError, compose, compose_config, compose_config_in_app, fixed_overrides, is_hydra_override,
-                      one_line, register, sweep_jobs, to_plain)
+                      one_line, plus_form, register, sweep_jobs, to_plain)
 from .paths import CODE_ROOT, CODE_SNAPSHOT_MARKER, CONF_DIR, PROJECT_ROOT
 
 __all__ = ["CODE_ROOT", "CODE_SNAPSHOT_MARKER", "CONF_DIR", "PROJECT_ROOT", "SweepError", "compose",
-           "compose_config", "compose_config_in_app", "fixed_overrides", "is_hydra_override", "one_line", "register",
-           "sweep_jobs", "to_plain"]
+           "compose_config", "compose_config_in_app", "fixed_overrides", "is_hydra_override", "one_line", "plus_form",
+           "register", "sweep_jobs", "to_plain"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import re
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -228,6 +229,23 @@ def added_key_refusal(overrides: list[str]) -> str | None:
             node = _unwrap_optional(hints[part])
             path.append(part)
     return None
+
+
+_APPEND_HINT = re.compile(r"To append to your config use \+(\S+)")
+
+
+def plus_form(line: str, overrides: list[str]) -> tuple[str, list[str]] | None:
+    """Hydra refused `key=value` for a key the config does not have and said (in `line`, its error on one
+    line) to add it with `+`. Where the key is under a free mapping (reward.weights, reward.clip: the
+    component names a later check knows, plug-ins included), that check, not Hydra's hint, knows whether
+    the name is misspelt: (the key, the overrides with `+key=value` in its place) to run it on; None
+    when Hydra's hint is not about such a key."""
+    added = _APPEND_HINT.search(line)
+    if added is None or added_key_refusal(["+" + added.group(1)]) is not None:
+        return None
+    key = added.group(1).split("=", 1)[0]
+    plus = ["+" + o if o.split("=", 1)[0] == key else o for o in overrides]
+    return (key, plus) if plus != overrides else None
 
 
 def _no_such_key(line: str, path: list[str], part: str, keys) -> str:

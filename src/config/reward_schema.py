@@ -29,7 +29,8 @@ def _penalty():
 class WrongLanguageSchema:
     enable: bool = MISSING
     penalty: float = _penalty()
-    languages: List[str] = MISSING
+    # null: the languages src.data.prepare accepts (src/data/templates.py LANGUAGE_NAMES)
+    languages: Optional[List[str]] = MISSING
     min_confidence: float = MISSING
     min_letters: int = MISSING
     # null: py3langid; else a fastText LID model's path
@@ -141,6 +142,10 @@ class RewardSchema:
     plugins: List[str] = MISSING
     # component -> weight; components are registered classes (src/rewards/components.py, reward.plugins)
     weights: Dict[str, float] = MISSING
+    # a negative training weight trains the policy away from what that component rewards (src/rewards/group_kwargs.py)
+    allow_negative_weights: bool = setting(
+        False, doc="a negative reward.weights.<component> is refused unless this is true (it trains toward answers "
+                   "that component scores worse)")
     # component -> [lo, hi]
     clip: Dict[str, List[float]] = MISSING
     format: FormatSchema = field(default_factory=FormatSchema)

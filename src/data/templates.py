@@ -25,6 +25,10 @@ TRANSLATE_OPEN, TRANSLATE_CLOSE = f"<{TRANSLATE_TAG}>", f"</{TRANSLATE_TAG}>"
 THINK_TRANSLATE = "think_translate"
 TRANSLATE_ONLY = "translate_only"
 
+# The project's languages, one list: the codes src.data.prepare accepts (and names in prompts), and the
+# languages the wrong-language guard identifies among by default (reward.guards.wrong_language.languages:
+# null, filled from here at launch by src/rewards/group_kwargs.py). Each must be one py3langid knows
+# (checked at every launch the guard is on) and have its script in src/rewards/languages.py SCRIPTS.
 LANGUAGE_NAMES = {
     "zh": "Chinese",
     "en": "English",
@@ -33,6 +37,11 @@ LANGUAGE_NAMES = {
     "ja": "Japanese",
     "ru": "Russian",
     "cs": "Czech",
+    "es": "Spanish",
+    "it": "Italian",
+    "pt": "Portuguese",
+    "nl": "Dutch",
+    "ko": "Korean",
 }
 
 _THINK_INSTRUCTIONS = (

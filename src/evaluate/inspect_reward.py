@@ -179,12 +179,22 @@ def split_overrides(tokens: list[str]) -> tuple[dict[str, str], list[str]]:
 
 
 def compose(overrides: list[str]) -> dict:
-    from src.config import compose_config, one_line
+    from src.config import compose_config, one_line, plus_form
 
     try:
         return compose_config(overrides)
     except Exception as exc:  # Hydra/OmegaConf errors of many types; each is the user's override
-        raise UsageError(f"config: {one_line(exc)}") from None
+        line = one_line(exc)
+    # `reward.weights.komet=1`: the reward's refusal of the name in the `+` form (as the launcher's check)
+    retry = plus_form(line, overrides)
+    if retry:
+        key, plus = retry
+        try:
+            reward_kwargs(compose(plus))
+        except UsageError as refused:
+            if repr(key.rsplit(".", 1)[-1]) in str(refused):
+                raise
+    raise UsageError(f"config: {line}")
 
 
 def reward_kwargs(cfg: dict) -> dict:

@@ -20,6 +20,7 @@ from src.config.compose import added_key_refusal
 from src.data import checks as data_checks
 from src.node import preflight
 from src.plan import PlanError, RunPlan, build_plan
+from src.plan.batch import batch_for_rows
 from src.slurm import request as slurm_request
 from src.slurm.task import SlurmTask, slurm_task
 from src.verl_config import checks as verl_checks
@@ -83,11 +84,11 @@ def precheck(overrides: list[str], multirun: bool, environ: dict | None = None) 
     except UsageError:
         raise
     except Exception as exc:  # Hydra's composition, schema and override-grammar errors
-        raise UsageError(_explained(exc, overrides)) from None
+        raise UsageError(_explained(exc, overrides, multirun, environ)) from None
     return len(combos)
 
 
-def _explained(exc: BaseException, overrides: list[str]) -> str:
+def _explained(exc: BaseException, overrides: list[str], multirun: bool, environ: dict) -> str:
     """Hydra's error on one line, with what to do where Hydra's own text does not say it."""
     line = config.one_line(exc)
     # an override Hydra's lexer refuses (`paths.data_root=/data/数据`): the quoted form
@@ -102,6 +103,16 @@ def _explained(exc: BaseException, overrides: list[str]) -> str:
             return better.replace("+" + added.group(1), added.group(1), 1).replace(
                 "): it would add a key nothing reads", ") nor a key of the config", 1).replace(
                 ", so it would add a key nothing reads", "", 1)
+    # `reward.weights.komet=1`: the `+` form is checked (the reward's component names); its refusal of the
+    # name ('komet', with the nearest one) is the line, not Hydra's advice to add the misspelt name
+    retry = config.plus_form(line, overrides)
+    if retry:
+        key, plus = retry
+        try:
+            precheck(plus, multirun, environ)
+        except UsageError as refused:
+            if repr(key.rsplit(".", 1)[-1]) in str(refused):
+                return str(refused)
     return line
 
 
@@ -157,9 +168,13 @@ def check_data_files(plan: RunPlan, composed: dict, checked: dict | None = None)
         return [f"train data {plan.train_files} does not exist yet; a real launch needs it (python -m "
                 f"src.data.prepare ... --split train --out {plan.train_files})"]
     if rows < plan.batch.prompts_per_step:
+        # a step the data fills, as the plan derives it (the step rounds up to the mini batch: both keys)
+        fits = batch_for_rows(composed, plan.gpus_per_node, plan.world_size, rows)
+        fix = (f"prepare more rows, or set batch.prompts_per_step={fits[0]} batch.mini_batch_prompts={fits[1]}"
+               if fits else f"prepare at least {plan.batch.prompts_per_step} rows")
         short = (f"train data {plan.train_files} has {rows} prompts, fewer than one step's {plan.batch.prompts_per_step} "
                  f"(data.train_batch_size for G={plan.world_size}): verl drops an incomplete batch, so the run "
-                 f"would train 0 steps; prepare more rows, or set batch.prompts_per_step={rows} or lower")
+                 f"would train 0 steps; {fix}")
         if not dry:
             raise data_checks.DataFileError(short)
         return [f"{short} (a real launch is refused)"]

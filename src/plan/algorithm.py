@@ -196,8 +196,15 @@ def trains(cfg: dict, verl: dict, passthrough: dict, token_credit: bool, per_com
     kwargs = _get(verl, "reward.custom_reward_function.reward_kwargs") or {}
     trained = {c: w for c, w in (kwargs.get("train_weights") or {}).items() if w}
     held_out = [c for c, w in (kwargs.get("validation_weights") or {}).items() if w and c not in trained]
+    # a metric whose model only reward.validation_models names (held out) that a weight now trains
+    reward = cfg["reward"]
+    validation_only = set(reward.get("validation_models") or []) - set(reward.get("sentence_models") or [])
+    models = kwargs.get("models") or {}
+    no_longer = [f"{c} (reward.validation_models names {models[c]}, reward.weights.{c} trains on it)"
+                 for c in trained if models.get(c) in validation_only]
     rows.append(TrainsRow("reward weights",
                           "trained: " + (", ".join(f"{c} x{_num(w)}" for c, w in trained.items()) or "none")
-                          + "; held out (validation only): " + (", ".join(held_out) or "none"),
+                          + "; held out (validation only): " + (", ".join(held_out) or "none")
+                          + ("; no longer held out: " + ", ".join(no_longer) if no_longer else ""),
                           f"config: reward={cfg['reward']['name']} (reward.weights, reward.validation_weights)"))
     return tuple(rows)

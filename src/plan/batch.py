@@ -162,3 +162,20 @@ def plan_batch(cfg: dict, gpus_per_node: int, world_size: int,
     return BatchPlan(prompts_per_step=values.P, samples_per_prompt=values.n, mini_batch_prompts=values.m,
                      micro_batch_per_gpu=values.mu, log_prob_micro_batch_per_gpu=values.lam, rollout_tp=values.tp,
                      dynamic_bsz=dynamic, max_token_len_per_gpu=max_tokens)
+
+
+def batch_for_rows(cfg: dict, gpus_per_node: int, world_size: int, rows: int) -> tuple[int, int] | None:
+    """The largest batch intent (batch.prompts_per_step, batch.mini_batch_prompts) whose plan takes at most
+    `rows` prompts per step, checked by planning it as a launch would (the mini batch rounds to the GPU
+    count, the step to the mini batch); None when none does (a pin, or fewer rows than the smallest
+    mini batch the GPU count allows)."""
+    for m in range(min(rows, cfg["batch"]["mini_batch_prompts"]), 0, -1):
+        P = (rows // m) * m
+        intent = {**cfg["batch"], "prompts_per_step": P, "mini_batch_prompts": m}
+        try:
+            got = plan_batch({**cfg, "batch": intent}, gpus_per_node, world_size, [])
+        except PlanError:
+            continue
+        if got.prompts_per_step <= rows:
+            return got.prompts_per_step, got.mini_batch_prompts
+    return None

@@ -23,8 +23,8 @@ from . import plots
 from .compare import compare
 from .compare_page import COMPARE_HEADER, render_html, render_json, render_markdown
 from .compare_plots import file_name, plot_metric
-from .run_files import RunDirError, load_run, refuse_out_dir
-from .sweep_dirs import dry_run, find_runs, is_run_dir, sweep_runs
+from .run_files import DRY_RUN, RunDirError, dry_run, load_run, refuse_out_dir
+from .sweep_dirs import find_runs, is_run_dir, sweep_runs
 
 COMPARE_DIR = "compare"
 PAGES = ("compare.md", "compare.html", "compare.json")
@@ -81,8 +81,7 @@ def build_comparison(paths: list[Path], out_dir: Path | None = None) -> CompareF
         try:
             loaded[e.run_dir] = load_run(e.run_dir)
         except RunDirError as err:  # no step logged yet, or a record it cannot read: shown, not fatal
-            unusable[e.run_dir] = ("a dry run (dry_run=true): planned and snapshotted, never trained"
-                                   if dry_run(e.run_dir) else str(err))
+            unusable[e.run_dir] = DRY_RUN if dry_run(e.run_dir) else str(err)
     if not loaded:
         first = entries[0].run_dir
         raise RunDirError(f"none of the {len(entries)} runs has metrics to compare ({first}: {unusable[first]}); "

@@ -32,6 +32,7 @@ from pathlib import Path
 import pandas as pd
 
 from src.data.safe_write import writable_dir_problem
+from src.record import snapshot
 
 METRICS_FILE = "metrics.jsonl"
 TRAIN_LOG = "train.log"  # the launcher's log of the training command (src/pipeline/run.py)
@@ -40,6 +41,8 @@ VAL_GENERATIONS_DIR = "val_generations"
 ROLLOUT_GENERATIONS_DIR = "rollout_generations"
 REWARD_COMPONENTS_DIR = "reward_components"
 VERL_CONFIG_CANDIDATES = ("snapshot/verl_config.yaml", "verl_config.yaml")
+# what a dry run's dir is, said by a run's report and a sweep's comparison alike
+DRY_RUN = "a dry run (dry_run=true): planned and snapshotted, never trained"
 
 
 class RunDirError(Exception):
@@ -254,6 +257,18 @@ def _last_line(log: Path, limit: int = 160) -> str:
     return (lines[-1][:limit] + ("..." if len(lines[-1]) > limit else "")) if lines else ""
 
 
+def dry_run(run_dir: Path) -> bool:
+    """The run was a dry run: the composed config of its snapshot says so."""
+    path = run_dir / snapshot.SNAPSHOT / snapshot.COMPOSED
+    import yaml
+
+    try:
+        composed = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return False  # a damaged record is a missing one
+    return isinstance(composed, dict) and composed.get("dry_run") is True
+
+
 def _no_metrics_message(run_dir: Path, ckpt_dir: Path | None, files: list[Path]) -> str:
     """Why there is nothing to plot. A run the launcher started (it has a train.log) that logged no
     step stopped before its first step: the answer is in train.log, not in the logger's settings."""
@@ -265,6 +280,9 @@ def _no_metrics_message(run_dir: Path, ckpt_dir: Path | None, files: list[Path])
         last = _last_line(log)
         return (f"no training step was logged in {run_dir}: {state}; training stopped before its first step, "
                 f"see {log}" + (f" (last line: {last})" if last else ""))
+    if not files and dry_run(run_dir):
+        return (f"{run_dir} is {DRY_RUN}: nothing to report; to train it: python -m src.launch --from-snapshot "
+                f"{run_dir / snapshot.SNAPSHOT} dry_run=false")
     if files:
         return f"metrics files in {run_dir} hold no metric lines: {', '.join(map(str, files))}"
     return (f"no metrics in {run_dir} (and no {TRAIN_LOG}: not a run directory the launcher wrote?): expected "

@@ -140,11 +140,6 @@ def _seed(run_dir: Path, overrides: dict, composed, ident: dict) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def dry_run(run_dir: Path) -> bool:
-    """The run was a dry run (its composed config says so): planned and snapshotted, never trained."""
-    return _select(_yaml(run_dir / snapshot.SNAPSHOT / snapshot.COMPOSED), "dry_run") is True
-
-
 def _is_parameter(key: str) -> bool:
     return key != SEED and not key.startswith(_NOT_PARAMETERS) and not key.endswith(f".{SEED}")
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from src.rewards import components, plugins
+from src.rewards.guard_settings import guarded_languages
 from src.rewards.settings import RewardSettings, clips_of, weights_of
 from src.rewards.values import RewardConfigError
 from src.scorer.backends import OWN_METRICS, model_metric
@@ -65,6 +66,12 @@ def reward_kwargs(reward_cfg: Mapping[str, Any], scorer_models: Mapping[str, Any
         # the span model is not part of the training reward (it is not loaded with mode=off)
         span_only = {c: w for c, w in train.items() if w and components.get_component(c).model == "span"}
         train = {c: (0.0 if c in span_only else w) for c, w in train.items()}
+    negative = {c: w for c, w in train.items() if w < 0}
+    if negative and not reward_cfg.get("allow_negative_weights", False):  # absent in configs written before it
+        comp, w = next(iter(negative.items()))
+        raise RewardConfigError(f"reward.weights.{comp}={w:g} is negative: the policy would be trained toward answers "
+                                f"{comp} scores worse; set it >= 0, or add reward.allow_negative_weights=true if "
+                                f"that is what you mean")
     if not any(train.values()):
         # the policy would learn the format bonus alone, whatever the run's name says it trains on
         raise RewardConfigError(_no_training_weight_message(reward_cfg.get("name"), mode, span_only, validation))
@@ -93,10 +100,13 @@ def reward_kwargs(reward_cfg: Mapping[str, Any], scorer_models: Mapping[str, Any
             kw[metric] = {"reference": (reward_cfg.get(metric) or {}).get("reference", False)}
     if reward_cfg.get("guards") is not None:
         # a guard that is not a group (reward.guards.X=false) goes through as is: read_guards refuses it in one line
-        kw["guards"] = {name: ({k: (list(v) if k == "languages" else v) for k, v in dict(sub).items()}
+        kw["guards"] = {name: ({k: (list(v) if k == "languages" and v is not None else v) for k, v in dict(sub).items()}
                                if isinstance(sub, Mapping) else sub)
                         for name, sub in dict(reward_cfg["guards"]).items()}
         lid = kw["guards"].get("wrong_language") or {}
+        if isinstance(lid, dict) and "languages" in lid and lid["languages"] is None:
+            # null: the languages prepare accepts, written out (a snapshot replays the same ones)
+            lid["languages"] = list(guarded_languages(None))
         if isinstance(lid.get("model"), str) and lid["model"].strip():
             # absolute, as the QE checkpoints: the reward workers do not run in the launcher's directory
             lid["model"] = str(Path(root or Path.cwd()) / Path(lid["model"]).expanduser())

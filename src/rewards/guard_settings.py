@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import MISSING, dataclass
 from typing import Any, Mapping
 
+from src.data.templates import LANGUAGE_NAMES
 from src.rewards.values import RewardConfigError, number
 
 GUARD_NAMES = ("wrong_language", "repetition", "code_mix", "length_coverage")
@@ -17,7 +18,8 @@ GUARD_NAMES = ("wrong_language", "repetition", "code_mix", "length_coverage")
 class WrongLanguageSettings:
     enable: bool
     penalty: float
-    # the identifier chooses among these (ISO 639-1 codes, as py3langid names them); the target must be one
+    # the identifier chooses among these (ISO 639-1 codes, as py3langid names them); the target must be one.
+    # null in the config: every language src.data.prepare accepts (guarded_languages)
     languages: tuple[str, ...]
     # normalised probability of the other language at or above which the answer is flagged
     min_confidence: float
@@ -116,7 +118,7 @@ def read_guards(value: Mapping[str, Any] | None) -> GuardSettings:
             elif f == "languages":
                 if isinstance(v, str) or not all(isinstance(x, str) for x in (v or ())):
                     raise RewardConfigError(f"reward.{key} must be a list of language codes, got {v!r}")
-                kw[f] = tuple(v)
+                kw[f] = guarded_languages(v)
             elif f == "model":
                 if v is not None and (not isinstance(v, str) or not v.strip()):
                     raise RewardConfigError(f"reward.{key} must be null (py3langid) or the path of a fastText "
@@ -132,6 +134,12 @@ def read_guards(value: Mapping[str, Any] | None) -> GuardSettings:
     s = GuardSettings(**out)
     check_guards(s)
     return s
+
+
+def guarded_languages(value) -> tuple[str, ...]:
+    """reward.guards.wrong_language.languages: null is every language src.data.prepare accepts (the one
+    list, src/data/templates.py LANGUAGE_NAMES); a list of one's own as given."""
+    return tuple(LANGUAGE_NAMES) if value is None else tuple(value)
 
 
 def check_guards(s: GuardSettings) -> None:

@@ -71,6 +71,23 @@ def test_bad_language_pairs_are_refused(tmp_path, tiny_tokenizer_dir, capsys, la
     assert not out.parent.exists()
 
 
+def test_every_language_the_wrong_language_guard_knows_is_prepared(tmp_path, tiny_tokenizer_dir):
+    """Issue 51 (finding 1): es, it, pt, nl and ko were in the guard's languages but `prepare
+    --lang-pair en-ko` refused ko. Every language of the guard's default list (the reward kwargs the
+    launcher writes) is a target prepare accepts, and one list is both."""
+    from src.data.templates import LANGUAGE_NAMES
+    from tests.helpers.reward_config import kwargs_for
+
+    guarded = kwargs_for("comet")["guards"]["wrong_language"]["languages"]
+    assert guarded == list(LANGUAGE_NAMES) and "ko" in guarded and "cs" in guarded
+    (tmp_path / "a.tsv").write_text("Hello\tSalut\n", encoding="utf-8")
+    for lang in guarded:
+        pair = f"{'zh' if lang == 'en' else 'en'}-{lang}"
+        out = tmp_path / lang / "train.parquet"
+        assert _prepare(tiny_tokenizer_dir, out, "--input", str(tmp_path / "a.tsv"), "--lang-pair", pair) == 0, pair
+        assert pq.read_table(out).to_pylist()[0]["extra_info"]["tgt_lang"] == lang
+
+
 def test_language_codes_in_rows_are_checked_and_lower_cased(tmp_path, tiny_tokenizer_dir, capsys):
     f = tmp_path / "x.jsonl"
     f.write_text(json.dumps({"src": "你好", "tgt": "Hello", "lang_pair": "ZH-EN"}) + "\n"

@@ -3,6 +3,7 @@ val parquet files (dry runs included, when the files exist) and refuses, with th
 whose rows are not validation rows or a train file whose rows are."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pyarrow as pa
@@ -145,7 +146,25 @@ def test_train_data_smaller_than_one_step(isolated_paths, tmp_path):
     real = launch(["reward=comet"] + paths)
     assert real.returncode == 2 and len(real.stderr.splitlines()) == 1, real.stderr
     assert real.stderr.startswith(f"error: train data {train} has 40 prompts, fewer than one step's 48")
-    assert "set batch.prompts_per_step=40 or lower" in real.stderr
+    assert "set batch.prompts_per_step=24 batch.mini_batch_prompts=24" in real.stderr
     assert files_under(out) == before  # nothing written by the refused launch
     enough = launch(["reward=comet", "dry_run=true", "batch.prompts_per_step=24"] + paths)
     assert enough.returncode == 0 and "note: train data" not in enough.stdout, enough.stdout
+
+
+def test_the_small_data_notes_advice_gives_a_plan_without_the_note(isolated_paths, tmp_path):
+    """Issue 51 (finding 2): with 12 train rows the note said `set batch.prompts_per_step=12 or lower`;
+    the plan rounded 12 up to the mini batch (24) and the same note came back. What the note says to
+    set, set, plans a step the data fills, for two GPU counts."""
+    out, paths = isolated_paths
+    train = prepared(tmp_path / "data" / "wmt_zh_en" / "train.parquet", ["train"] * 12)
+    prepared(tmp_path / "data" / "wmt_zh_en" / "val.parquet", ["val"])
+    for gpus in ("4", "3"):
+        dry = launch(["reward=comet", "dry_run=true", f"gpus={gpus}"] + paths)
+        assert dry.returncode == 0, dry.stderr
+        note = next(l for l in dry.stdout.splitlines() if l.startswith(f"note: train data {train} has 12 prompts"))
+        advice = re.search(r"or set ((?:batch\.\w+=\d+ ?)+)", note)
+        assert advice, note
+        followed = launch(["reward=comet", "dry_run=true", f"gpus={gpus}", *advice.group(1).split()] + paths)
+        assert followed.returncode == 0, followed.stderr
+        assert "note: train data" not in followed.stdout, (note, followed.stdout)

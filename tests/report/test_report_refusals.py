@@ -8,6 +8,7 @@ import stat
 import pytest
 
 from src.report.cli import main
+from tests.helpers.launches import launch
 from tests.helpers.limited_dirs import full_dir, read_only_dir
 from tests.helpers.refusals import assert_one_line_refusal
 
@@ -132,4 +133,21 @@ def test_run_that_stopped_before_step_1_points_to_train_log(tmp_path, capsys):
                                    f"stopped before its first step, see {run}/train.log",
                                    "(last line: torch.OutOfMemoryError: CUDA out of memory.")
     assert "VERL_FILE_LOGGER_PATH" not in line
+    assert not (run / "report").exists()
+
+
+def test_a_dry_runs_dir_is_called_a_dry_run(tmp_path, capsys):
+    """Issue 51 (finding 10): the report of a dry run's dir said `no train.log: not a run directory the
+    launcher wrote?`, though the launcher wrote it; the sweep comparison said it right. A real dry run."""
+    out = tmp_path / "out"
+    dry = launch(["reward=comet", "dry_run=true", f"paths.output_dir={out}/outputs",
+                  f"paths.results_root={out}/results", f"paths.data_root={tmp_path}/data",
+                  f"paths.model_root={tmp_path}/models"])
+    assert dry.returncode == 0, dry.stderr
+    (run,) = (out / "outputs" / "runs").iterdir()
+    assert main([str(run)]) == 2
+    line = assert_one_line_refusal(capsys.readouterr().err, "report: error: ",
+                                   f"{run} is a dry run (dry_run=true): planned and snapshotted, never trained",
+                                   f"--from-snapshot {run}/snapshot dry_run=false")
+    assert "not a run directory" not in line
     assert not (run / "report").exists()

@@ -3,11 +3,14 @@ kwargs the launcher builds from the composed config (so the yaml keys named in t
 comments are the ones tested)."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from src.rewards.compute import compute_score
 from src.rewards.group_kwargs import reward_kwargs
 from src.rewards.settings import RewardConfigError, RewardSettings, score_bounds
+from tests.helpers.refusals import assert_one_line_refusal
 from tests.helpers.reward_config import composed, extra_info, kwargs_for
 from tests.helpers.reward_example import MT, REF, RESPONSE, SRC, bleu, clip01, kiwi_of, ok_share, xcomet_of
 
@@ -166,6 +169,11 @@ def test_score_bounds_of_the_shipped_groups(reward):
     ("+reward.weights.kiwii=1", "did you mean reward.weights.kiwi?"),
     ("+reward.validation.weights.blue=1", "did you mean reward.validation.weights.bleu?"),
     ("+reward.clip.kiwii=[0,1]", "did you mean reward.clip.kiwi?"),
+    # issue 51 (finding 5): without `+`, Hydra's own line said to add the misspelt name with `+`
+    ("reward.weights.komet=1", "did you mean reward.weights.comet?"),
+    ("reward.weights.kiwii=1", "did you mean reward.weights.kiwi?"),
+    ("reward.validation.weights.blue=1", "did you mean reward.validation.weights.bleu?"),
+    ("reward.clip.kiwii=[0,1]", "did you mean reward.clip.kiwi?"),
 ])
 def test_a_misspelt_reward_key_is_refused_with_the_nearest_key(override, nearest):
     from src.pipeline import UsageError, precheck
@@ -175,6 +183,17 @@ def test_a_misspelt_reward_key_is_refused_with_the_nearest_key(override, nearest
     assert nearest in str(err.value) and "\n" not in str(err.value), str(err.value)
 
 
+def test_a_plug_in_component_weighted_without_plus_is_still_told_to_take_one():
+    """A plug-in's component is no key of any group's weights: Hydra's advice (add it with `+`) is the
+    right one there, and is kept (the misspelt names above get the nearest name instead)."""
+    from src.pipeline import UsageError, precheck
+
+    with pytest.raises(UsageError) as err:
+        precheck(["reward=comet", "reward.plugins=[tests/fixtures/reward_plugins/length_match.py]",
+                  "reward.weights.length_match=0.5", "dry_run=true"], False)
+    assert "use +reward.weights.length_match=0.5" in str(err.value) and "did you mean" not in str(err.value)
+
+
 @pytest.mark.parametrize("override", ["+reward.metricx.reference=true", "+reward.weights.metricx=0.5",
                                       "+reward.guards.wrong_language.model=lid.bin"])
 def test_a_reward_key_another_group_has_may_be_added(override):
@@ -182,3 +201,40 @@ def test_a_reward_key_another_group_has_may_be_added(override):
     from src.config.compose import added_key_refusal
 
     assert added_key_refusal([override]) is None
+
+
+def test_a_negative_weight_is_refused_unless_meant(tmp_path):
+    """Issue 51 (finding 3): reward.weights.kiwi=-1 planned `trained: kiwi x-1` without a word: the
+    policy trained toward worse translations. Refused in one line, nothing written; allowed when meant."""
+    from tests.helpers.launches import files_under, launch
+
+    paths = [f"paths.output_dir={tmp_path}/out", f"paths.results_root={tmp_path}/r"]
+    out = launch(["reward=comet", "reward.weights.kiwi=-1", "dry_run=true", *paths])
+    assert out.returncode == 2
+    assert_one_line_refusal(out.stderr, "error: ", "reward.weights.kiwi=-1 is negative",
+                            "reward.allow_negative_weights=true")
+    assert files_under(tmp_path) == []
+    meant = launch(["reward=comet", "reward.weights.kiwi=-1", "reward.allow_negative_weights=true", "dry_run=true",
+                    *paths])
+    assert meant.returncode == 0, meant.stderr
+    (run,) = (tmp_path / "out" / "runs").iterdir()
+    rows = {r["what"]: r["value"] for r in json.loads((run / "snapshot" / "plan.json").read_text())["trains"]}
+    assert "kiwi x-1" in rows["reward weights"]
+
+
+def test_a_held_out_metric_given_a_weight_is_no_longer_called_held_out(tmp_path):
+    """Issue 51 (finding 3): a weight on the metric reward.validation_models held out dropped it from
+    the plan's held-out list silently; the plan says it is no longer held out."""
+    from tests.helpers.launches import launch
+
+    def row(name: str, *overrides: str) -> str:
+        out = launch(["reward=xcomet_xl", "reward.validation_models=[cometkiwi_da]", *overrides, "dry_run=true",
+                      f"paths.output_dir={tmp_path}/{name}", f"paths.results_root={tmp_path}/r"])
+        assert out.returncode == 0, out.stderr
+        (run,) = (tmp_path / name / "runs").iterdir()
+        plan = json.loads((run / "snapshot" / "plan.json").read_text())
+        return {r["what"]: r["value"] for r in plan["trains"]}["reward weights"]
+
+    assert "no longer held out" not in row("held")
+    assert row("trained", "reward.weights.kiwi=1").endswith(
+        "; no longer held out: kiwi (reward.validation_models names cometkiwi_da, reward.weights.kiwi trains on it)")

@@ -240,3 +240,14 @@ def test_default_guards_meet_the_targets_on_the_hack_set():
     assert set(caught) == {k for k, g in hack_set.HACK_KINDS.items() if g in on}
     for kind, hits in caught.items():
         assert sum(hits) / len(hits) >= 0.9, f"{kind}: {sum(hits)}/{len(hits)} caught"
+
+
+def test_every_language_prepare_accepts_is_one_the_guard_can_judge():
+    """Issue 51 (finding 1): the one list of languages (src/data/templates.py) is what the identifier
+    chooses among by default, so each must be a language py3langid knows and have its script."""
+    from src.data.templates import LANGUAGE_NAMES
+    from src.rewards.languages import SCRIPTS
+    from src.rewards.lid import known_languages
+
+    assert read_guards(_config(wrong_language=True)).wrong_language.languages == tuple(LANGUAGE_NAMES)
+    assert [lang for lang in LANGUAGE_NAMES if lang not in known_languages() or lang not in SCRIPTS] == []

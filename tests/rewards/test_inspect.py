@@ -18,6 +18,7 @@ from src.evaluate import inspect_reward as tool
 from src.rewards.bleu import sentence_bleu
 from src.rewards.compute import compute_score
 from src.rewards.settings import RewardSettings
+from tests.helpers.refusals import assert_one_line_refusal
 from tests.helpers.reward_config import extra_info, kwargs_for
 from tests.helpers.scorer_service import TOKEN
 
@@ -204,6 +205,34 @@ def test_a_checkpoint_that_is_not_there_is_refused_before_scoring(tmp_path, clea
                            f"scorer.models.cometkiwi_da.path={tmp_path / 'none.ckpt'}"], capsys)
     assert rc == 2 and err.startswith("error: ") and "not found" in err and err.count("\n") == 1, err
     assert not out.exists()
+
+
+def test_a_misspelt_weight_gets_the_nearest_name_not_a_plus(tmp_path, clean_env, capsys):
+    """Issue 51 (finding 5): Hydra's own line said to add `reward.weights.komet` with `+`."""
+    out = tmp_path / "scores.jsonl"
+    rc, _, err = run_main(["--input", str(EXAMPLE), "--out", str(out), "--no-scorer", "reward=comet",
+                           "reward.weights.komet=1"], capsys)
+    assert rc == 2
+    line = assert_one_line_refusal(err, "error: ", "unknown component 'komet' (did you mean reward.weights.comet?")
+    assert "+reward.weights.komet" not in line and not out.exists()
+
+
+def test_a_german_answer_to_a_czech_row_is_the_wrong_language(tmp_path, clean_env, capsys):
+    """Issue 51 (finding 1): cs, a language src.data.prepare accepts, was not among the guard's
+    languages, so an en-cs row answered in German passed it (guards `-`)."""
+    src = "The weather is nice today, so we are going for a long walk in the park."
+    ref = "Dnes je hezké počasí, takže jdeme na dlouhou procházku do parku."
+    rows = [{"id": "de-for-cs", "lang_pair": "en-cs", "src": src, "ref": ref,
+             "hyp": "Heute ist das Wetter schön, also machen wir einen langen Spaziergang im Park."},
+            {"id": "cs", "lang_pair": "en-cs", "src": src, "ref": ref,
+             "hyp": "Dnes je krásné počasí, takže jdeme na dlouhou procházku v parku."}]
+    given = tmp_path / "cs.jsonl"
+    given.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    out = tmp_path / "scores.jsonl"
+    rc, _, err = run_main(["--input", str(given), "--out", str(out), "--no-scorer", "reward=comet"], capsys)
+    assert rc == 0, err
+    guards = {g["id"]: g["guards"] for g in rows_of(out)}
+    assert guards == {"de-for-cs": ["guard_wrong_language"], "cs": []}
 
 
 def _bad(tmp_path: Path, text: str) -> Path:
