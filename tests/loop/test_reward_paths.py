@@ -4,7 +4,10 @@ file and the checkpoint dir.
 All runs train the policy taught the synthetic task (experiment=learn_tiny, its verdict off): its samples differ
 in reward, so GRPO's advantages, DAPO's filter and the guards have something to act on (the untaught policy of
 experiment=smoke_tiny breaks the format in every answer: one constant reward). Paths that do not interfere share
-a launch; four launches in all:
+a launch; four launches in all. Runs 1 to 3 train at world size 2 (gpus=2: two FSDP ranks over gloo, two vLLM
+replicas, the batch sizes the plan derives for two GPUs), so the project's code inside the step (the guarded
+replay buffer, the token-credit agent loop, the per-component normaliser, the train-aux metrics, the time-limit
+save and its resume) runs where verl chunks the batch across ranks (issue 50):
 
 1. token credit + DAPO + a guard + the scorer killed once + the time-limit save: reward=xcomet_xl (the tiny
    XCOMET's error spans) with reward.credit=token (verl's grpo plus the token term, src/rewards/credit/),
@@ -32,6 +35,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from src.pipeline.smoke import read_metrics
 from src.trainer import time_limit
@@ -54,7 +58,10 @@ COMMON = ["experiment=learn_tiny", "learn.enable=false", "trainer.val_before_tra
           # and the last step's
           "trainer.test_freq=-1", "trainer.save_freq=100"]
 # run 1 and 2
-TOKEN_DAPO_GUARD = ["scorer=tiny", "reward=xcomet_xl", "reward.credit=token", "reward.weights.bleu=1.0",
+# world size 2 (see the docstring): verl's checkpoint then holds one shard per rank
+GPUS = 2
+SHARDS = [f"{kind}_world_size_{GPUS}_rank_{rank}.pt" for kind in ("extra_state", "model", "optim") for rank in range(GPUS)]
+TOKEN_DAPO_GUARD = [f"gpus={GPUS}", "scorer=tiny", "reward=xcomet_xl", "reward.credit=token", "reward.weights.bleu=1.0",
                     # two samples a prompt and the score rounded to a whole number: whole groups tie often
                     # enough (both answers broken, or both flagged by the guard) for DAPO's filter to act
                     "algo=dapo", "algo.overlong_buffer.enable=false", "batch.samples_per_prompt=2",
@@ -62,7 +69,7 @@ TOKEN_DAPO_GUARD = ["scorer=tiny", "reward=xcomet_xl", "reward.credit=token", "r
                     "reward.guards.length_coverage.enable=true", "reward.guards.length_coverage.min_ratio=0.9",
                     "reward.guards.length_coverage.max_ratio=1.1", "trainer.total_training_steps=3"]
 # run 3
-PER_COMPONENT_LOST = ["scorer=tiny", "reward=comet", "reward.sentence_models=[cometkiwi_da]",
+PER_COMPONENT_LOST = [f"gpus={GPUS}", "scorer=tiny", "reward=comet", "reward.sentence_models=[cometkiwi_da]",
                       "reward.weights.kiwi=1.0", "reward.normalise=per_component",
                       "reward.plugins=[tests/loop/lose_one_group.py]", "+reward.weights.lose_one_group=0.01",
                       "scorer.lost_groups_allowed=1", "trainer.total_training_steps=3"]
@@ -157,6 +164,8 @@ def test_token_credit_dapo_a_guard_a_scorer_restart_and_the_time_limit_save_with
     assert saved == {"step": trained[-1], "saved_now": True, "finished": False} and trained in ([1], [1, 2]), \
         (saved, trained)
     assert checkpoints(checkpoint) == [saved["step"]]
+    # the time-limit save at world size 2: a shard per rank
+    assert sorted(p.name for p in (checkpoint / f"global_step_{saved['step']}" / "actor").glob("*.pt")) == SHARDS
     for step in trained:
         row = metrics[step]
         # the scorer's death lost nothing: the reward client retried until the restarted service answered
@@ -178,6 +187,10 @@ def test_token_credit_dapo_a_guard_a_scorer_restart_and_the_time_limit_save_with
     assert trained == [1, 2, 3], trained
     assert checkpoints(checkpoint) == sorted({saved["step"], 3})
     assert (checkpoint / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
+    assert sorted(p.name for p in (checkpoint / "global_step_3" / "actor").glob("*.pt")) == SHARDS
+    # the resumed steps, at the same world size: vLLM ran the weights the two ranks reloaded and trained
+    for step in range(saved["step"] + 1, 4):
+        assert metrics[step]["training/rollout_actor_probs_pearson_corr"] > 0.99, metrics[step]
     # launch 2 trained only what was left: its metrics file starts after the saved step
     files = metrics_files(first.run_dir())
     assert len(files) == 2 and sorted(read_metrics(files[1])) == list(range(saved["step"] + 1, 4)), files
@@ -228,6 +241,10 @@ def test_per_component_normalisation_a_lost_group_and_a_scorer_killed_for_good(c
     # sequence credit: verl's token rewards sum to the reward's own score (compare the token-credit run)
     for s in trained:
         assert metrics[s]["critic/score/mean"] == pytest.approx(metrics[s]["train-aux/score/mean"], abs=1e-4)
+        assert metrics[s]["training/rollout_actor_probs_pearson_corr"] > 0.99, metrics[s]
+    # trained at world size 2, as planned
+    verl = yaml.safe_load((launch.run_dir() / "snapshot" / "verl_config.yaml").read_text())
+    assert verl["trainer"]["n_gpus_per_node"] == GPUS and verl["trainer"]["nnodes"] == 1
 
 
 def test_dapo_stops_at_its_bound_with_one_line(cpu_loop, taught_build):
