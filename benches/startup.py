@@ -67,7 +67,8 @@ def one_round(experiment: str, work: Path, build_dir: Path, extra: list[str]) ->
 
 
 def table(experiment: str, rounds: list[dict]) -> str:
-    names = [p for p in startup.PHASES if all(p in r["phases"] for r in rounds)]
+    names = sorted((p for p in startup.PHASES if all(p in r["phases"] for r in rounds)),
+                   key=lambda p: statistics.median(r["phases"][p] for r in rounds))  # the scorer's health moves
     lines = [f"{experiment}: seconds from the command, median of {len(rounds)} (min - max); + since the phase before",
              f"{'phase':<22} {'median':>8} {'min':>8} {'max':>8} {'+step':>8}"]
     previous = 0.0

@@ -11,7 +11,9 @@ its own env (`scorer.python`, .venv-scorer) as `python -m src.scorer.serve --con
   file, a command line, a log or the snapshot.
 - Ready: the service writes its ready file once every model is loaded and warmed up; then
   /health is asked with the token. A service that exits first, or is not ready within
-  scorer.ready_timeout_s, is a one-line ScorerError with the tail of its log.
+  scorer.ready_timeout_s, is a one-line ScorerError with the tail of its log. The runner starts training
+  while the service loads (`start(wait=False)`, on a port chosen beforehand), except where the service
+  shares a training GPU; a start that fails then reaches `on_fatal` with that line.
 - Watch: a thread polls the process. If it dies while training runs it is restarted (up to
   scorer.restarts times) on the same port with the same token, so the reward workers' URL and
   token stay valid (their client polls /health for up to scorer.ready_timeout_s, given to it as
@@ -26,10 +28,12 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import json
 import os
 import secrets
 import shlex
+import socket
 import subprocess
 import sys
 import threading
@@ -40,6 +44,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Optional
 
 from src.config import CODE_ROOT
+from src.config.schema import Placement
 from src.plan import RunPlan
 from src.scorer.config import ModelSpec, ScorerConfig, dump_config
 
@@ -107,15 +112,29 @@ class ScorerProcess:
         self._watcher: Optional[threading.Thread] = None
 
     # ------------------------------------------------------------------ public
-    def start(self) -> dict:
-        """Start the service and wait until it serves; returns the env for the training processes."""
+    def start(self, wait: bool = True, on_ready: Optional[Callable[[], None]] = None) -> dict:
+        """Start the service; returns the env for the training processes. `on_ready()` is called once it serves.
+
+        wait: return once it serves (a service that cannot start raises ScorerError here). Otherwise return at
+        once, on a port chosen here, so that training starts while the models load (the reward client waits
+        for /health up to QE_SCORER_READY_TIMEOUT_S on a refused connection, as after a restart); a service
+        that cannot start then calls `on_fatal` with the same line ScorerError would carry."""
         self.folder.mkdir(parents=True, exist_ok=True)
-        try:
-            self._start_once(port=0, attempt="start")
-        except BaseException:
-            self._kill()
-            raise
-        self._watcher = threading.Thread(target=self._watch, name=f"scorer-watch-{self.name}", daemon=True)
+        if wait:
+            try:
+                self._start_once(port=0, attempt="start")
+            except BaseException:
+                self._kill()
+                raise
+            if on_ready is not None:
+                on_ready()
+            watch = self._watch
+        else:
+            self.port = free_port()
+            self.url = f"http://127.0.0.1:{self.port}"
+            self._spawn(self.port, attempt="start")
+            watch = functools.partial(self._ready_then_watch, on_ready)
+        self._watcher = threading.Thread(target=watch, name=f"scorer-watch-{self.name}", daemon=True)
         self._watcher.start()
         return {URL_ENV: self.url, TOKEN_ENV: self.token, LOG_ENV: str(self.log_path),
                 READY_TIMEOUT_ENV: f"{self.plan.ready_timeout_s + RESTART_NOTICE_S:g}"}
@@ -132,6 +151,24 @@ class ScorerProcess:
                 "--ready-file", str(self.ready_path)]
 
     def _start_once(self, port: int, attempt: str) -> None:
+        self._spawn(port, attempt)
+        self._wait_ready(self.proc)
+
+    def _ready_then_watch(self, on_ready: Optional[Callable[[], None]]) -> None:
+        """A service started without waiting: its start-up watched here, then the service as ever."""
+        try:
+            self._wait_ready(self.proc)
+        except _Stopping:
+            return
+        except ScorerError as exc:
+            self._kill()
+            self.on_fatal(str(exc))
+            return
+        if on_ready is not None:
+            on_ready()
+        self._watch()
+
+    def _spawn(self, port: int, attempt: str) -> None:
         dump_config(service_config(self.plan.models, self.plan.device, self.plan.dtype, self.plan.batch_tokens,
                                    port), self.config_path)
         with contextlib.suppress(FileNotFoundError):
@@ -144,7 +181,6 @@ class ScorerProcess:
             log.flush()
             self.proc = subprocess.Popen(command, cwd=CODE_ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, start_new_session=True)
-        self._wait_ready(self.proc)
 
     def _wait_ready(self, proc: subprocess.Popen) -> None:
         deadline = time.monotonic() + self.plan.ready_timeout_s
@@ -221,27 +257,49 @@ class ScorerProcess:
             stop_group(self.proc, STOP_GRACE_S)
 
 
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nothing listens on now (the kernel's pick for port 0), for a service whose URL training needs
+    before the service is up. Should another process take it first, the service exits, is restarted on it once
+    (scorer.restarts) and then stops the run with its log's line."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
 @contextlib.contextmanager
 def scorer(plan: RunPlan, node_rank: int, run_dir: Path, environ: dict, scorer_devices: str | None,
-           on_fatal: Callable[[str], None], enabled: bool = True) -> Iterator[dict]:
+           on_fatal: Callable[[str], None], enabled: bool = True,
+           on_ready: Optional[Callable[[], None]] = None) -> Iterator[dict]:
     """This node's QE scoring service (src/scorer in .venv-scorer) for as long as the block runs.
 
     Yields QE_SCORER_URL / QE_SCORER_TOKEN / QE_SCORER_LOG for the processes started after it: on a
     single node verl (whose Ray workers inherit them), on a multi-node job this node's `ray start`,
     whose workers (the reward workers of this node) inherit them, so each node's reward workers use
     their own node's service on 127.0.0.1. Nothing is started when the reward needs no QE model or
-    `enabled` is false (debug.skip_scorer). `on_fatal(reason)`: the service died for good during
-    training (src/node/scorer_service.py)."""
+    `enabled` is false (debug.skip_scorer). `on_fatal(reason)`: the service could not start, or died for
+    good, during training. `on_ready()`: it serves."""
     if plan.scorer is None or not enabled:
         yield {}
         return
     service = ScorerProcess(plan.scorer, Path(run_dir) / "scorer", f"node-{node_rank}", environ, scorer_devices,
                             on_fatal)
-    try:
-        env = service.start()
-        print(f"QE scorer (node {node_rank}) ready at {env['QE_SCORER_URL']} "
+
+    def ready() -> None:
+        print(f"QE scorer (node {node_rank}) ready at {service.url} "
               f"({', '.join(m.name for m in plan.scorer.models)}; {plan.scorer.placement}); log: {service.log_path}",
               flush=True)
+        if on_ready is not None:
+            on_ready()
+
+    # Training starts while the models load (on a GPU node XCOMET-XL's 6.5 GiB take tens of seconds), except
+    # where the service shares a training GPU: vLLM sizes its KV cache from the memory it sees free when it
+    # starts (vllm/v1/worker/gpu_worker.py determine_available_memory), so the scorer must hold its share first.
+    wait = plan.scorer.placement == Placement.shared
+    try:
+        env = service.start(wait=wait, on_ready=ready)
+        if not wait:
+            print(f"QE scorer (node {node_rank}) starting at {service.url} beside training; log: {service.log_path}",
+                  flush=True)
         yield env
     finally:
         service.stop()

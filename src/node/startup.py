@@ -13,14 +13,13 @@ trainer's own line (src/trainer/progress.py), printed whatever loggers the run h
 """
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import json
 import os
 import re
 import time
 from pathlib import Path
-from typing import ContextManager, Iterator, Optional
+from typing import Optional
 
 from src.trainer.progress import parse_step_end
 
@@ -40,8 +39,10 @@ VERL_MARKERS = (
     ("vllm_serving", "checkpoint engine manager initialized"),
     ("ready_to_fit", "all initialize finished, ready to fit"),
 )
-LAUNCHER_PHASES = ("plan", "scorer_healthy", "training_started")
-# every phase, in the order a single-node launch meets them (critic_ready only with a critic)
+# the QE scorer loads beside training (src/node/scorer_service.py): its health comes anywhere after the start
+LAUNCHER_PHASES = ("plan", "training_started", "scorer_healthy")
+# every phase, in the order a single-node launch meets them (critic_ready only with a critic; the scorer's
+# health anywhere after training_started)
 PHASES = LAUNCHER_PHASES + tuple(dict.fromkeys(p for p, _ in VERL_MARKERS)) + ("first_step_end",)
 # verl's `INFO:2026-11-28 01:07:14,759:...`, Ray's `2026-11-28 01:07:00,322\tINFO worker.py...`
 _LOG_TIME = re.compile(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})[:\s]")
@@ -129,11 +130,3 @@ def relaunch(run_dir: Path) -> StartupClock:
     clock.write_to(run_dir)
     return clock
 
-
-@contextlib.contextmanager
-def marked(service: ContextManager[dict], clock: StartupClock, phase: str) -> Iterator[dict]:
-    """A service's context, with `phase` marked once it is up (it yields when it serves)."""
-    with service as env:
-        if env:  # {}: nothing was started (no QE model in the reward)
-            clock.mark(phase)
-        yield env

@@ -179,9 +179,9 @@ def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dic
 
     def services(launch_clock: startup.StartupClock) -> list:
         """The node's services around one launch of training, each marked on that launch's clock."""
-        started = [lambda e: startup.marked(scorer_service.scorer(plan, rank, run_dir, e, scorer_devices, on_fatal=stop,
-                                                                  enabled=_scorer_enabled(composed)),
-                                            launch_clock, "scorer_healthy")]
+        started = [lambda e: scorer_service.scorer(plan, rank, run_dir, e, scorer_devices, on_fatal=stop,
+                                                   enabled=_scorer_enabled(composed),
+                                                   on_ready=lambda: launch_clock.mark("scorer_healthy"))]
         if plan.nodes > 1:
             # Ray gets the CPUs Slurm granted this task and the training GPUs (not the scorer's)
             started.append(lambda e: ray_cluster.head(task, plan.nodes, task.cpus or plan.node_cpus, plan.gpus_per_node,

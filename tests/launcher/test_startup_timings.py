@@ -77,13 +77,3 @@ def test_the_trainers_step_line_reads_back():
     assert parse_step_end(step_end_line(7, 1234.5)) == (7, 1234.5)
     assert parse_step_end("step:7 - actor/pg_loss:0.1") is None
 
-
-def test_a_service_that_started_nothing_marks_nothing(tmp_path):
-    import contextlib
-
-    clock = startup.StartupClock(t0=T0)
-    with startup.marked(contextlib.nullcontext({}), clock, "scorer_healthy"):
-        pass
-    with startup.marked(contextlib.nullcontext({"QE_SCORER_URL": "http://127.0.0.1:1"}), clock, "scorer_healthy"):
-        pass
-    assert list(clock.phases) == ["scorer_healthy"]

@@ -37,13 +37,24 @@ import yaml
 
 def qe_health() -> dict:
     """What the runner gave this process for the QE scorer, and what /health answers with it."""
+    import urllib.error
     import urllib.request
 
     url, token = os.environ.get("QE_SCORER_URL"), os.environ.get("QE_SCORER_TOKEN")
     seen = {"url": url, "log": os.environ.get("QE_SCORER_LOG"), "token_set": bool(token)}
     req = urllib.request.Request(f"{url}/health", headers={"Authorization": f"Bearer {token}"})
-    with urllib.request.urlopen(req, timeout=30) as resp:
-        health = json.loads(resp.read())
+    # training starts while the service loads its models (src/node/scorer_service.py): wait for it, as the
+    # reward client does (QE_SCORER_READY_TIMEOUT_S)
+    deadline = time.monotonic() + float(os.environ.get("QE_SCORER_READY_TIMEOUT_S") or 120)
+    while True:
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                health = json.loads(resp.read())
+            break
+        except (urllib.error.URLError, ConnectionError):
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
     seen.update(status=health["status"], pid=health["pid"], device=health["device"],
                 models=sorted(health["models"]))
     return seen
