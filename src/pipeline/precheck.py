@@ -72,6 +72,12 @@ def precheck(overrides: list[str], multirun: bool, environ: dict | None = None, 
                 refusal = not_writable(Path(plan.checkpoint_dir), "the checkpoint dir", "paths.results_root")
                 if refusal:
                     raise UsageError(refusal)
+                # a Slurm job logs to wandb in the mode its sbatch script exports (slurm.wandb_mode); a dry
+                # run says it in a note (src/pipeline/run.py)
+                job_env = {**environ, "WANDB_MODE": str(composed["slurm"]["wandb_mode"])} if on_slurm else environ
+                refusal = preflight.wandb_login_refusal(plan, job_env)
+                if refusal:
+                    raise UsageError(refusal)
             refusal = None if on_slurm else outside_multi_node_job(plan, composed["dry_run"], slurm_task(environ))
             if refusal:
                 raise UsageError(refusal)
