@@ -167,6 +167,12 @@ def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dic
         # training starts now: a time-limit request an earlier attempt left in the checkpoint dir is
         # not this launch's (src/trainer/time_limit.py, "Whose request")
         training.clear_time_limit_flags(verl_cfg.trainer.default_local_dir)
+        if plan.wandb_dir:
+            # wandb writes into the checkpoint dir (WANDB_DIR, src/node/environment.py); the run dir links to it,
+            # so `wandb sync <sweep dir>/*/wandb` finds every run of a sweep, every attempt of each
+            Path(plan.wandb_dir).mkdir(parents=True, exist_ok=True)
+            if not (run_dir / "wandb").is_symlink():
+                (run_dir / "wandb").symlink_to(plan.wandb_dir, target_is_directory=True)
     except OSError as exc:
         # nothing started: take back this launch's snapshot so no run dir holds a run that never ran
         if written:

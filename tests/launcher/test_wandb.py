@@ -1,9 +1,12 @@
 """logger=wandb (issue 51): an online wandb without a login is refused before anything starts (a dry run says it
-in a note); a failed training command's `error:` line names the exception that ended it, not the cleanup's
+in a note); a run's wandb files go to its checkpoint dir, which every attempt shares, and one `wandb sync`
+syncs a sweep; a failed training command's `error:` line names the exception that ended it, not the cleanup's
 last log line. Real launches with a stand-in training command (`debug.train_command_override`) that calls
 the real wandb, as verl's Tracking does, on a model dir and parquet files that preflight finds."""
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -29,6 +32,17 @@ for name in ("WANDB_API_KEY", "NETRC", "WANDB_MODE"):
 print("trainer: starting wandb", flush=True)
 import wandb
 wandb.init(project="qe-rl-test", mode="online")
+"""
+
+
+# a trainer that logs one step to wandb as verl's Tracking does: wandb.init with project and name only, the
+# mode, run id and dir from the environment the launcher gives it
+LOGS_ONE_STEP = """
+import wandb
+run = wandb.init(project="qe-rl-test", name="one-step")
+run.log({"reward": 0.5})
+run.finish()
+print("trainer: logged to", run.dir, flush=True)
 """
 
 
@@ -94,3 +108,40 @@ def test_a_failed_training_commands_line_names_its_exception_not_the_cleanups_la
                       f"login` to log in.); log: {log}"), err
     # what the old line showed: the launcher's cleanup after the trainer, the last line of train.log
     assert log.read_text().splitlines()[-1].startswith("removed 1 files verl/vLLM left behind")
+
+
+def test_offline_wandb_runs_go_to_the_checkpoint_dir_and_one_sync_finds_a_sweeps(tmp_path, inputs):
+    """Issue 51 (finding 13): WANDB_DIR was never set, so offline runs landed in the working dir (the
+    checkout; a Slurm job's <sweep>/code). A local sweep of two seeds, the first run launched twice (a
+    relaunch continues the same wandb run id in the same checkpoint dir)."""
+    script = tmp_path / "trainer.py"
+    script.write_text(LOGS_ONE_STEP)
+    args = inputs + ["logger=wandb", "logger.offline=true", f"debug.train_command_override='{sys.executable} {script}'"]
+    sweep = tmp_path / "sweep"
+    res = launch(["--multirun", *args, "seed=1,2", f"hydra.sweep.dir={sweep}"], env_extra=no_login(tmp_path / "home"))
+    assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
+    again = launch([*args, "seed=1"], env_extra=no_login(tmp_path / "home"))
+    assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
+    run_dirs = sorted(p for p in sweep.iterdir() if (p / "snapshot").is_dir())
+    assert len(run_dirs) == 2
+    ids = []
+    for run_dir in run_dirs:
+        plan = json.loads((run_dir / "snapshot" / "plan.json").read_text())
+        wandb_dir = checkpoint_dir(run_dir) / "wandb"
+        assert plan["wandb_dir"] == str(wandb_dir)
+        runs = sorted(wandb_dir.glob("offline-run-*"))
+        assert runs and all(r.name.endswith("-" + plan["wandb_run_id"]) and list(r.glob("*.wandb")) for r in runs), runs
+        assert (run_dir / "wandb").resolve() == wandb_dir.resolve()
+        ids.append((plan["wandb_run_id"], len(runs)))
+        assert not list(REPO.glob(f"wandb/*{plan['wandb_run_id']}")), "a wandb run in the working dir"
+    assert [n for _, n in ids] == [2, 1], ids  # seed=1: the sweep's launch and the relaunch, one run id
+    # the plan table says where
+    assert "wandb dir" in res.stdout and "offline-run-* to `wandb sync`" in res.stdout
+    # docs/outputs.md's one command for a whole sweep: every run of it, every attempt (a dry run: nothing uploaded)
+    sync = subprocess.run([str(Path(sys.executable).parent / "wandb"), "sync", "--dry-run", *map(str, sweep.glob("*/wandb"))],
+                          capture_output=True, text=True, timeout=120, env=no_login(tmp_path / "home") | {"PATH": "/usr/bin:/bin"})
+    assert sync.returncode == 0, sync.stdout + sync.stderr
+    out = sync.stdout + sync.stderr
+    assert "Would sync 3 run(s)" in out, out  # seed=1's two attempts, seed=2's one
+    for run_id, _ in ids:
+        assert run_id in out, out

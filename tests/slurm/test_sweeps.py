@@ -166,6 +166,10 @@ def test_requeued_job_resumes_in_the_same_run_dir_from_the_first_attempts_checkp
     wandb_runs = list((Path(first["checkpoint_dir"]) / "wandb").iterdir())
     assert [p.name for p in wandb_runs] == [f"offline-run-{first['wandb_run_id']}"]
     assert len((wandb_runs[0] / "attempts.jsonl").read_text().splitlines()) == 2
+    # issue 51 (finding 13): there because the job's WANDB_DIR is the checkpoint dir (not the working dir,
+    # <sweep>/code); the run dir links to it, for `wandb sync <sweep dir>/*/wandb`
+    assert (run_dir / "wandb").resolve() == (Path(first["checkpoint_dir"]) / "wandb").resolve()
+    assert not (sweep.dir / "code" / "wandb").exists()
     assert first["checkpoint_dir"].endswith("-" + first["wandb_run_id"].removeprefix("qerl-"))
     attempts = (run_dir / "attempts.jsonl").read_text().splitlines()
     assert [json.loads(a)["slurm_restart"] for a in attempts] == [0, 1]
