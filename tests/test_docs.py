@@ -229,7 +229,9 @@ def test_readme_launch_command_passes_the_precheck(line, transcript, following, 
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
     shown = next((f[len("error: "):] for f in following if f.startswith("error: ")), None)
     try:
-        precheck(args, multirun, env)
+        # a Slurm command is for the reader's cluster, not the dev cluster here: Slurm is not asked about its
+        # request, except in a transcript, which shows what a refusal there says
+        precheck(args, multirun, env, ask_slurm=transcript)
     except UsageError as err:
         assert transcript and shown is not None, f"README command refused: {line!r}: {err}"
         # the README may elide the middle of a long message with "..."
@@ -392,3 +394,71 @@ def test_readme_layout_names_every_module_and_only_real_ones():
     modules = {p for p in (ROOT / "src").rglob("*.py") if p.name != "__init__.py" and "__pycache__" not in p.parts}
     unlisted = sorted(str(p.relative_to(ROOT)) for p in modules - set(named))
     assert unlisted == [], f"modules missing from docs/layout.md: {unlisted}"
+
+
+# --------------------------------------------------------------------------------------------
+# group tables
+
+# groups a table lists, and the one that must list every option of each: conf/ subfolders (Hydra's groups)
+GROUP_TABLE = ROOT / "docs" / "commands.md"
+# conf/ folders that are no choice on the command line: reward_base is every reward group's shared base
+# (`defaults: - /reward_base@_here_: default`), hydra holds hydra/launcher (a row of its own)
+NOT_CHOSEN = {"reward_base", "hydra"}
+
+
+def group_rows(text: str) -> dict[str, list[str]]:
+    """{group: the options its row names} for every row of a docs table whose header starts `| group | options`."""
+    rows, in_table = {}, False
+    for line in text.splitlines():
+        if line.startswith("| group | options"):
+            in_table = True
+            continue
+        if not line.startswith("|"):
+            in_table = False
+        elif in_table and not line.startswith("| ---"):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            name = re.match(r"`([^`]+)`", cells[0])
+            if name:
+                rows[name.group(1)] = re.findall(r"`([^`=\s]+)`", cells[1])
+    return rows
+
+
+def group_table_problems(text: str) -> list[str]:
+    rows = group_rows(text)
+    problems = []
+    folders = sorted(p.name for p in (ROOT / "conf").iterdir() if p.is_dir() and p.name not in NOT_CHOSEN)
+    for group in folders + ["hydra/launcher", "sweep"]:
+        if group not in rows:
+            problems.append(f"no row for group {group}")
+            continue
+        if group == "local":  # the user's own file, git-ignored: no options to list
+            continue
+        ours = groups().get(group) if group in groups() else _group_options(group)
+        if group == "hydra/launcher":  # Hydra's own launchers are there too: ours and `basic`, the default
+            ours = sorted(p.stem for p in (ROOT / "conf" / "hydra" / "launcher").glob("*.yaml")) + ["basic"]
+        if sorted(rows[group]) != sorted(ours):
+            problems.append(f"{group}: the table lists {sorted(rows[group])}, Hydra's group has {sorted(ours)}")
+    return problems
+
+
+def _group_options(group: str) -> list[str]:
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from src.config import CONF_DIR
+
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return GlobalHydra.instance().config_loader().get_group_options(group)
+
+
+def test_the_group_table_lists_every_group_and_exactly_its_options():
+    """Issue 51 (finding 11): the table lacked reward=metricx, accelerator=cpu and experiment=learn_tiny."""
+    assert group_table_problems(GROUP_TABLE.read_text(encoding="utf-8")) == []
+
+
+def test_the_group_table_check_can_fail():
+    text = GROUP_TABLE.read_text(encoding="utf-8")
+    row = next(line for line in text.splitlines() if line.startswith("| `logger` |"))
+    assert group_table_problems(text.replace(row, row.replace("`console`, ", ""))) == [
+        "logger: the table lists ['both', 'wandb'], Hydra's group has ['both', 'console', 'wandb']"]
+    assert group_table_problems(text.replace(row + "\n", "")) == ["no row for group logger"]

@@ -68,7 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--split", required=True, help=f"one of {', '.join(SPLITS)}")
     p.add_argument("--template", required=True, help=f"one of {', '.join(TEMPLATES)}")
     # not required= here: argparse's refusal would not say what to give on a machine without weights
-    p.add_argument("--tokenizer", type=Path, help=f"local tokenizer/model directory ({TINY_TOKENIZER_HINT})")
+    p.add_argument("--tokenizer", type=Path, metavar="DIR (required)",
+                   help=f"required: local tokenizer/model directory ({TINY_TOKENIZER_HINT})")
     p.add_argument("--max-src-tokens", type=int)
     p.add_argument("--max-tgt-tokens", type=int, help="reference length; keep under max_response_length")
     p.add_argument("--max-prompt-tokens", type=int, help="as verl counts it; set data.max_prompt_length to it")

@@ -178,8 +178,10 @@ def _main(argv: list[str] | None) -> int:
 
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] in ("-h", "--help"):
-        print(__doc__.strip().splitlines()[0] + "\n\nkeys (key=value): see src/evaluate/options.py and "
-              "docs/data-and-report.md (Evaluation)")
+        from .options import help_text
+
+        print(__doc__.strip().splitlines()[0] + "\n\nkeys (key=value), with their defaults:\n" + help_text()
+              + "\n\nMore: docs/data-and-report.md (Evaluation)")
         return 0
     try:
         prepared = Prepared(parse_options(argv))

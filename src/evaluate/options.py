@@ -196,3 +196,26 @@ def _check(o: EvalOptions) -> None:
         key = model_option(metric)
         if metric in o.metrics and not getattr(o, key):
             raise UsageError(f"{key} is empty but metrics include {metric}; drop it from metrics= or name the model")
+
+
+def help_text() -> str:
+    """Every option, its default and what it does (the comment above its field), for `--help`."""
+    import inspect
+
+    said: dict[str, str] = {}
+    comment: list[str] = []
+    for line in inspect.getsource(_Options).splitlines():
+        text = line.strip()
+        if text.startswith("#"):
+            comment.append(text.lstrip("# "))
+        elif re.match(r"^\w+\s*:", text):
+            said[text.split(":", 1)[0].strip()] = " ".join(comment)
+            comment = []
+        else:
+            comment = []
+    lines = []
+    for f in dataclasses.fields(EvalOptions):
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        shown = ",".join(map(str, default)) if isinstance(default, (list, tuple)) else default
+        lines.append(f"  {f.name}={'null' if shown is None else shown}" + (f"    {said[f.name]}" if said.get(f.name) else ""))
+    return "\n".join(lines)

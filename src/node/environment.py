@@ -97,6 +97,9 @@ def run_env(plan: RunPlan, environ: dict) -> tuple[dict, str | None]:
     # which must stay byte-identical across re-runs)
     env["WANDB_RUN_ID"] = plan.wandb_run_id
     env["WANDB_RESUME"] = "allow"
+    # ... and its files, offline runs included, go where every attempt finds them: <checkpoint dir>/wandb
+    # (plan.wandb_dir; wandb adds the `wandb/`), not into the working dir (a Slurm job's <sweep>/code/wandb)
+    env["WANDB_DIR"] = plan.checkpoint_dir
     # verl's wandb.init passes project/name only (verl/utils/tracking.py Tracking.__init__); wandb
     # reads the group from WANDB_RUN_GROUP: a sweep's jobs are grouped by their sweep dir
     if environ.get("QE_RL_SWEEP"):

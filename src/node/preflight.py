@@ -205,3 +205,39 @@ def check_data_splits(plan: RunPlan, validation_splits) -> None:
                                  f"reward; {fix}")
         raise PreflightError(f"{what} {path}: {sum(wrong.values())} of {n_rows} rows are marked as validation rows "
                              f"(extra_info.split {seen}) and would be trained on the validation reward; {fix}")
+
+
+# WANDB_MODE values under which wandb never logs in (wandb/sdk/wandb_settings.py `mode`)
+_WANDB_LOCAL_MODES = ("offline", "dryrun", "disabled")
+
+
+def wandb_login_refusal(plan: RunPlan, environ: dict) -> str | None:
+    """Why online wandb would fail at its first call, or None: verl calls wandb.init only once Ray, the
+    workers and vLLM are up (minutes), and it raises `UsageError: No API key configured` without a login.
+    A login is what wandb itself reads (wandb/sdk/lib/wbauth/authenticate.py `_use_system_auth`):
+    WANDB_API_KEY or WANDB_IDENTITY_TOKEN_FILE, else a netrc entry for the wandb host (WANDB_BASE_URL,
+    default api.wandb.ai) in $NETRC, ~/.netrc or ~/_netrc (wbnetrc.py `_get_netrc_file_path`)."""
+    import netrc
+    from urllib.parse import urlsplit
+
+    if "wandb" not in plan.logger_backends or plan.wandb_offline:
+        return None
+    if str(environ.get("WANDB_MODE") or "").strip().lower() in _WANDB_LOCAL_MODES:
+        return None
+    if environ.get("WANDB_API_KEY") or environ.get("WANDB_IDENTITY_TOKEN_FILE"):
+        return None
+    host = urlsplit(environ.get("WANDB_BASE_URL") or "https://api.wandb.ai").netloc or "api.wandb.ai"
+    home = Path(environ.get("HOME") or Path.home())
+    if environ.get("NETRC"):
+        path = Path(environ["NETRC"]).expanduser()
+    else:
+        path = next((p for p in (home / ".netrc", home / "_netrc") if p.exists()), home / ".netrc")
+    try:
+        entry = netrc.netrc(str(path)).authenticators(host)
+    except (OSError, netrc.NetrcParseError):
+        entry = None
+    if entry and entry[2]:
+        return None
+    return (f"wandb logs online (logger.offline=false), but this machine has no wandb login (no WANDB_API_KEY, "
+            f"no {host} entry in {path}): verl's first wandb call would stop the run after Ray, the workers and "
+            f"vLLM started; run `wandb login`, or set logger.offline=true (sync later) or logger=console")

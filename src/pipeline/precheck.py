@@ -3,7 +3,8 @@
 Bad input (unknown option, gpus=0, a batch pin that breaks a verl rule, a bad value in a sweep
 file, hydra/launcher=slurm without Slurm) is refused with one line before Hydra makes a run dir or
 a launcher submits: each combination of a sweep (command-line sweeps and a +sweep=<name> config's
-hydra.sweeper.params) is composed and planned, with its Slurm request when hydra/launcher=slurm.
+hydra.sweeper.params) is composed and planned, with its Slurm request when hydra/launcher=slurm,
+which Slurm itself checks (`sbatch --test-only`, one call per distinct request).
 """
 from __future__ import annotations
 
@@ -31,9 +32,10 @@ from .errors import UsageError
 SLURM_LAUNCHER = "hydra_plugins.qe_rl.slurm_launcher.QeRlSlurmLauncher"
 
 
-def precheck(overrides: list[str], multirun: bool, environ: dict | None = None) -> int:
-    """Compose and plan every combination (and its Slurm request when hydra/launcher=slurm);
-    raise UsageError on the first bad one. Returns the number of jobs."""
+def precheck(overrides: list[str], multirun: bool, environ: dict | None = None, ask_slurm: bool = True) -> int:
+    """Compose and plan every combination (and its Slurm request when hydra/launcher=slurm, which
+    Slurm itself checks with `sbatch --test-only` unless ask_slurm=False); raise UsageError on the
+    first bad one. Returns the number of jobs."""
     environ = dict(os.environ if environ is None else environ)
     try:
         refusal = added_key_refusal(overrides)
@@ -59,6 +61,7 @@ def precheck(overrides: list[str], multirun: bool, environ: dict | None = None) 
         # (a single run): not composing it again saves a third of a cached dry run
         fixed_job = [o for o in fixed if not config.is_hydra_override(o)]
         checked: dict = {}  # data files already checked (a sweep's jobs share them)
+        requests: dict[str, dict] = {}  # each distinct Slurm request, as the sweep submits it
         for combo in combos:
             job = [o for o in combo if not config.is_hydra_override(o)]
             composed = config.to_plain(base) if job == fixed_job else config.compose_config(job)
@@ -69,15 +72,30 @@ def precheck(overrides: list[str], multirun: bool, environ: dict | None = None) 
                 refusal = not_writable(Path(plan.checkpoint_dir), "the checkpoint dir", "paths.results_root")
                 if refusal:
                     raise UsageError(refusal)
+                # a Slurm job logs to wandb in the mode its sbatch script exports (slurm.wandb_mode); a dry
+                # run says it in a note (src/pipeline/run.py)
+                job_env = {**environ, "WANDB_MODE": str(composed["slurm"]["wandb_mode"])} if on_slurm else environ
+                refusal = preflight.wandb_login_refusal(plan, job_env)
+                if refusal:
+                    raise UsageError(refusal)
             refusal = None if on_slurm else outside_multi_node_job(plan, composed["dry_run"], slurm_task(environ))
             if refusal:
                 raise UsageError(refusal)
             if on_slurm:
                 slurm_request.check(launcher, composed, environ)
-                slurm_request.resources(plan, bool(debug(composed).get("nodes_as_tasks")))
+                params = slurm_request.executor_params(
+                    launcher, plan, bool(debug(composed).get("nodes_as_tasks")),
+                    list((composed.get("slurm") or {}).get("setup") or []), code_dir=str(Path(str(out_dir)) / "code"))
+                requests.setdefault(slurm_request.request_key(params), params)
         if on_slurm and shutil.which("sbatch") is None:
             raise UsageError("hydra/launcher=slurm needs Slurm (no sbatch on PATH); on a workstation, start the "
                              "dev cluster first: see slurm/README.md")
+        # a request no node of the partition can meet (more nodes, GPUs or CPUs than it has) is bad input
+        # like any other: refused here, before a sweep dir exists, not reported as a failed job after
+        for params in requests.values() if ask_slurm else ():
+            reason = slurm_request.test_only(params)
+            if reason is not None:
+                raise UsageError(slurm_request.refusal(reason, params))
     except (PlanError, slurm_request.RequestError, config.SweepError, verl_checks.VerlValueError,
             data_checks.DataFileError) as exc:
         raise UsageError(str(exc)) from None

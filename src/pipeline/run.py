@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 import shlex
 import shutil
 import socket
@@ -30,7 +31,8 @@ from . import learning, local_sweep, smoke, tiny_build
 from .errors import INTERRUPTED_EXIT, USAGE_EXIT, RunError, UsageError, verl_reason
 from .lineage import Lineage, identify, lineage_line, verl_config_for
 from .preset import moved_geometry_note
-from .precheck import check_data_files, debug, detected_gpu_memory, not_writable, outside_multi_node_job
+from .precheck import (SLURM_LAUNCHER, check_data_files, debug, detected_gpu_memory, not_writable,
+                       outside_multi_node_job)
 
 TRAIN_LOG = "train.log"  # the training command's output, in the run dir
 
@@ -107,6 +109,10 @@ def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dic
         refusal = identity.check_dir(Path(verl_cfg.trainer.default_local_dir), ident, plan.run_id)
         if refusal:
             raise UsageError(refusal)
+        # online wandb without a login fails at verl's wandb.init, minutes after Ray, the workers and vLLM started
+        wandb_refusal = preflight.wandb_login_refusal(plan, environ)
+        if wandb_refusal and not dry:
+            raise UsageError(wandb_refusal)
         if not dry:
             # this node's GPUs and CPUs first: a node that cannot run it learns so before anything is built
             preflight.check_node(plan, environ)
@@ -114,7 +120,8 @@ def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dic
             tiny_build.prepare(plan, composed, environ)
         # dry runs too: the val/train rows' split tags decide which reward they get (the splits
         # as the reward function receives them; absent only in snapshots older than the key)
-        data_notes = check_data_files(plan, composed)
+        data_notes = check_data_files(plan, composed) + ([f"{wandb_refusal} (a real launch is refused)"]
+                                                         if wandb_refusal else [])
         splits = OmegaConf.select(verl_cfg, "reward.custom_reward_function.reward_kwargs.validation_splits")
         if splits is not None:
             preflight.check_data_splits(plan, splits)
@@ -160,6 +167,12 @@ def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dic
         # training starts now: a time-limit request an earlier attempt left in the checkpoint dir is
         # not this launch's (src/trainer/time_limit.py, "Whose request")
         training.clear_time_limit_flags(verl_cfg.trainer.default_local_dir)
+        if plan.wandb_dir:
+            # wandb writes into the checkpoint dir (WANDB_DIR, src/node/environment.py); the run dir links to it,
+            # so `wandb sync <sweep dir>/*/wandb` finds every run of a sweep, every attempt of each
+            Path(plan.wandb_dir).mkdir(parents=True, exist_ok=True)
+            if not (run_dir / "wandb").is_symlink():
+                (run_dir / "wandb").symlink_to(plan.wandb_dir, target_is_directory=True)
     except OSError as exc:
         # nothing started: take back this launch's snapshot so no run dir holds a run that never ran
         if written:
@@ -205,7 +218,7 @@ def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dic
     if smoke.requested(composed):  # experiment=smoke: check each stage, prove resume, print the verdict
         smoke.check(plan, run_dir, code, env, relaunch)
     if code != 0:
-        raise RunError(f"training command exited with code {code}; log: {log}{_last_line(log)}", code)
+        raise RunError(failed_command(code, log), code)
     if learning.requested(composed):  # experiment=learn_tiny: did the trained and held-out metrics rise?
         learning.check(composed, run_dir, Path(env["VERL_FILE_LOGGER_PATH"]))
 
@@ -255,12 +268,29 @@ def _remove_if_empty(run_dir: Path) -> None:
         run_dir.rmdir()
 
 
-def _last_line(log: Path) -> str:
+# a Python exception's last line (`wandb.errors.errors.UsageError: No API key configured`), also as Ray prints
+# it from a worker (`(TaskRunner pid=12) ValueError: ...`, `ray.exceptions.RayTaskError(ValueError): ...`)
+_EXCEPTION = re.compile(r"^(?:\([^()]*\)\s+)?(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt)"
+                        r"(?:\([\w.]*\))?)(?::\s*(.*))?$")
+
+
+def failed_command(code: int, log: Path) -> str:
+    """The `error:` line of a training command that exited with `code`: the exception that ended it (the
+    last exception line of its log: what follows it is shutdown and the launcher's cleanup, e.g. `removed N
+    files ...`), or the log's last line where it raised none."""
     try:
         lines = [l.strip() for l in log.read_text(encoding="utf-8", errors="replace").splitlines() if l.strip()]
     except OSError:
-        return ""
-    return f" (last line: {lines[-1][:300]})" if lines else ""
+        lines = []
+    # only a traceback's exception: a line of verl's or vLLM's own log that names an error it handled is not one
+    first = next((i for i, l in enumerate(lines) if l.endswith("Traceback (most recent call last):")), len(lines))
+    for line in reversed(lines[first:]):
+        match = _EXCEPTION.match(line)
+        if match:
+            name, message = match.group(1), (match.group(2) or "").strip()
+            ended = f"{name}: {message}" if message else name
+            return f"training command exited with code {code} ({ended[:300]}); log: {log}"
+    return f"training command exited with code {code}; log: {log}" + (f" (last line: {lines[-1][:300]})" if lines else "")
 
 
 def _record_attempt(run_dir: Path, task, command: list[str]) -> None:
@@ -285,6 +315,10 @@ def hydra_task(cfg) -> None:
     if hc.mode == RunMode.MULTIRUN:
         # the sweep's dir names it (timestamped once per sweep; a requeued job keeps it)
         environ.setdefault("QE_RL_SWEEP", "sweep-" + Path(hc.sweep.dir).name)
+    if hc.launcher.get("_target_") == SLURM_LAUNCHER and composed["dry_run"]:
+        # a Slurm sweep's dry run runs here, in the submitter: with the wandb mode its job would get
+        # (conf/hydra/launcher/slurm.yaml exports it), so the plan's notes say what the job would meet
+        environ["WANDB_MODE"] = str(composed["slurm"]["wandb_mode"])
     log = Path(hc.runtime.output_dir) / TRAIN_LOG
     # a local sweep's summary.json, row by row (a Slurm sweep's is its submitter's)
     local_sweep.record(hc, log, PENDING)

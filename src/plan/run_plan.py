@@ -112,8 +112,15 @@ class RunPlan:
     # filled in by with_trains once the verl config exists)
     trains: tuple = ()
 
+    @property
+    def wandb_dir(self) -> Optional[str]:
+        """Where wandb writes this run (WANDB_DIR is the checkpoint dir, so wandb's own `wandb/` is in it):
+        every attempt of the run shares that dir, as it shares WANDB_RUN_ID. None without wandb."""
+        return f"{self.checkpoint_dir}/wandb" if "wandb" in self.logger_backends else None
+
     def to_dict(self) -> dict:
         d = asdict(self)
+        d["wandb_dir"] = self.wandb_dir
         d["batch"]["samples_per_step"] = self.batch.samples_per_step
         d["memory"]["fits"] = self.memory.fits
         return d

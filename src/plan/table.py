@@ -177,6 +177,9 @@ def render(plan: RunPlan, command: list[str], verl_config_path: str, console: Co
         ("wandb project", plan.wandb_project, "trainer.project_name"),
         ("wandb run name", plan.wandb_run_name, "trainer.experiment_name"),
         ("wandb run id", plan.wandb_run_id, "WANDB_RUN_ID (env): stable per run id"),
+        *((("wandb dir", plan.wandb_dir, "WANDB_DIR (env) is the checkpoint dir: " +
+            ("offline-run-* to `wandb sync`" if plan.wandb_offline else "wandb's run files (WANDB_MODE=offline: "
+             "offline-run-* to `wandb sync`)")),) if plan.wandb_dir else ()),
         ("run dir", plan.run_dir, "snapshot/, train.log of this launch"),
         ("verl config", verl_config_path, "validated by verl.utils.config.validate_config (a pass is reused for the same config and verl: src/verl_config/cache.py)"),
     ]

@@ -8,7 +8,9 @@ resources per job, and the launcher submits one job array per distinct request.
 Checked before anything is submitted (the pre-launch check, src/pipeline/precheck.py, calls `check`):
 the derived resources are not set by hand, and no secret value from the environment appears in
 what would be written to the sbatch script or the pickled job (secrets reach jobs only through
-the environment that sbatch propagates).
+the environment that sbatch propagates), and then Slurm itself checks each distinct request
+(`test_only`, `sbatch --test-only`): a request the partition cannot meet is refused in one line
+(`refusal`) before a sweep dir exists.
 """
 from __future__ import annotations
 
@@ -99,3 +101,68 @@ def executor_params(launcher: dict, plan: RunPlan, nodes_as_tasks: bool, setup_e
 def request_key(params: dict) -> str:
     """Jobs with equal keys can share one job array."""
     return json.dumps(params, sort_keys=True, default=str)
+
+
+def partition(params: dict) -> str | None:
+    """The partition a job asks for, or None for the cluster's default one."""
+    extra = params.get("slurm_additional_parameters") or params.get("additional_parameters") or {}
+    return params.get("slurm_partition") or params.get("partition") or extra.get("partition")
+
+
+def request_text(params: dict) -> str:
+    """What a job asks Slurm for, in words (as the sweep's `submitted` lines say it)."""
+    name = partition(params)
+    where = f"partition {name}" if name else "the default partition"
+    return (f"{params.get('nodes', 1)} node(s) x {params.get('gpus_per_node')} GPUs, {params.get('cpus_per_task')} "
+            f"CPUs/task, {where}")
+
+
+def partition_limits(params: dict) -> str:
+    """What the partition offers (sinfo), for a refusal to name the limit the request passed."""
+    import subprocess
+
+    name = partition(params)
+    cmd = ["sinfo", "-h", "-o", "%P %D %c %G"] + (["-p", str(name)] if name else [])
+    try:
+        rows = subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout.split("\n")
+    except (OSError, subprocess.SubprocessError):
+        return "sinfo did not answer"
+    offers = []
+    for row in (r.split() for r in rows if r.strip()):
+        if len(row) == 4 and (name or row[0].endswith("*")):
+            offers.append(f"partition {row[0].rstrip('*')}: {row[1]} node(s) with {row[2]} CPUs and {row[3]} each")
+    return "; ".join(offers) or "sinfo lists no such partition"
+
+
+def test_only(params: dict) -> str | None:
+    """Slurm's refusal of this request, or None: `sbatch --test-only` checks the script submitit would
+    write against the partition's limits, and submits nothing. Writes nothing that stays (the script
+    goes to a temporary file; submitit's folder in it is named, never made)."""
+    import subprocess
+    import tempfile
+
+    import submitit
+    from submitit.slurm.slurm import _make_sbatch_string  # the script submitit submits; no public builder
+
+    with tempfile.TemporaryDirectory(prefix="qe-rl-test-only-") as tmp:
+        executor = submitit.AutoExecutor(folder=tmp, cluster="slurm")
+        executor.update_parameters(**params)
+        script = _make_sbatch_string(command="true", folder=tmp, **executor._executor.parameters)
+        path = f"{tmp}/job.sh"
+        with open(path, "w") as f:
+            f.write(script)
+        done = subprocess.run(["sbatch", "--test-only", path], capture_output=True, text=True, timeout=60)
+    if done.returncode == 0:
+        return None
+    lines = [l.strip() for l in (done.stderr + done.stdout).splitlines() if l.strip()]
+    return next((l for l in lines if "error" in l.lower() or "failure" in l.lower()), lines[-1] if lines else "?")
+
+
+def refusal(reason: str, params: dict) -> str:
+    """One line: Slurm's reason, the request, what the partition offers and what to ask for instead."""
+    # more than one node (debug.nodes_as_tasks: as tasks on one node): fewer nodes is a way out too
+    several = int(params.get("nodes") or 1) * int(params.get("tasks_per_node") or 1) > 1
+    fewer = "fewer nodes (nodes=), " if several else ""
+    return (f"sbatch refused the request ({request_text(params)}): {reason}; {partition_limits(params)}; "
+            f"ask for {fewer}fewer GPUs per node (gpus=) or CPUs (slurm.cpus_per_task), or another partition "
+            f"(slurm.partition)")

@@ -21,7 +21,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Sequence
 
 from src.record import sweep_summary
 from src.record.sweep_summary import FAILED, PENDING, SUCCEEDED, SweepJob
@@ -63,62 +63,9 @@ def _plan_jobs(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx
     return jobs
 
 
-def request_text(params: dict) -> str:
-    """What a job asks Slurm for, in words (as the sweep's `submitted` lines say it)."""
-    extra = params.get("slurm_additional_parameters") or params.get("additional_parameters") or {}
-    partition = params.get("slurm_partition") or params.get("partition") or extra.get("partition") or "the default"
-    return (f"{params.get('nodes', 1)} node(s) x {params.get('gpus_per_node')} GPUs, {params.get('cpus_per_task')} "
-            f"CPUs/task, partition {partition}")
-
-
-def partition_limits(params: dict) -> str:
-    """What the partition offers (sinfo), for a refusal to name the limit the request passed."""
-    import subprocess
-
-    extra = params.get("slurm_additional_parameters") or params.get("additional_parameters") or {}
-    partition = params.get("slurm_partition") or params.get("partition") or extra.get("partition")
-    cmd = ["sinfo", "-h", "-o", "%P %D %c %G"] + (["-p", str(partition)] if partition else [])
-    try:
-        rows = subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout.split("\n")
-    except (OSError, subprocess.SubprocessError):
-        return "sinfo did not answer"
-    offers = []
-    for row in (r.split() for r in rows if r.strip()):
-        if len(row) == 4 and (partition or row[0].endswith("*")):
-            offers.append(f"partition {row[0].rstrip('*')}: {row[1]} node(s) with {row[2]} CPUs and {row[3]} each")
-    return "; ".join(offers) or "sinfo lists no such partition"
-
-
-def test_only(params: dict, folder: Path) -> Optional[str]:
-    """Slurm's refusal of this request, or None: `sbatch --test-only` checks the script submitit would
-    write against the partition's limits, and submits nothing (a dry run's request is checked so)."""
-    import subprocess
-    import tempfile
-
-    import submitit
-    from submitit.slurm.slurm import _make_sbatch_string  # the script submitit submits; no public builder
-
-    executor = submitit.AutoExecutor(folder=str(folder), cluster="slurm")
-    executor.update_parameters(**params)
-    script = _make_sbatch_string(command="true", folder=str(folder), **executor._executor.parameters)
-    with tempfile.NamedTemporaryFile("w", suffix=".sh", prefix="qe-rl-test-only-") as f:
-        f.write(script)
-        f.flush()
-        done = subprocess.run(["sbatch", "--test-only", f.name], capture_output=True, text=True, timeout=60)
-    if done.returncode == 0:
-        return None
-    lines = [l.strip() for l in (done.stderr + done.stdout).splitlines() if l.strip()]
-    return next((l for l in lines if "error" in l.lower() or "failure" in l.lower()), lines[-1] if lines else "?")
-
-
-def _refusal(reason: str, params: dict) -> str:
-    return (f"sbatch refused the request ({request_text(params)}): {reason}; {partition_limits(params)}; "
-            f"fewer GPUs per node (gpus=) or CPUs (slurm.cpus_per_task), or another partition (slurm.partition)")
-
-
 def _dry_run_here(launcher, jobs: list[SweepJob], sweep_dir: Path) -> None:
-    """dry_run=true: each request checked by Slurm without a submission, each job planned, validated and
-    snapshotted here, as a dry run on the node would (issue 33: a dry run called sbatch)."""
+    """dry_run=true: each job planned, validated and snapshotted here, as a dry run on the node would
+    (issue 33: a dry run called sbatch); Slurm checked each request without a submission before."""
     from hydra.core.utils import JobStatus, run_job, setup_globals
     from omegaconf import open_dict
 
@@ -128,13 +75,9 @@ def _dry_run_here(launcher, jobs: list[SweepJob], sweep_dir: Path) -> None:
     for job in jobs:
         groups.setdefault(request.request_key(job.params), []).append(job)
     for group in groups.values():
-        reason = test_only(group[0].params, sweep_dir / ".submitit-test-only")
-        if reason is not None:
-            for job in group:
-                job.job_id, job.state, job.error = "(dry run)", FAILED, _refusal(reason, job.params)
-                print(f"[sweep] FAILED {job.label()}: {job.error}", file=sys.stderr, flush=True)
-            continue
-        print(f"[sweep] dry run: Slurm would accept {request_text(group[0].params)} for "
+        # the pre-launch check had Slurm test each distinct request (src/pipeline/precheck.py): a refused
+        # one never gets here, it is bad input (one line, exit 2, no sweep dir)
+        print(f"[sweep] dry run: Slurm would accept {request.request_text(group[0].params)} for "
               f"{len(group)} job(s); nothing submitted", flush=True)
         setup_globals()
         for job in group:
@@ -191,7 +134,7 @@ def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: in
             lines = [l.strip() for l in str(exc).splitlines() if l.strip()]
             reason = next((l for l in lines if "error" in l.lower()), lines[-1] if lines else type(exc).__name__)
             for job in group:
-                job.job_id, job.state, job.error = "(not submitted)", FAILED, _refusal(reason, job.params)
+                job.job_id, job.state, job.error = "(not submitted)", FAILED, request.refusal(reason, job.params)
                 print(f"[sweep] FAILED {job.label()}: {job.error}", file=sys.stderr, flush=True)
             continue
         p = group[0].params

@@ -189,3 +189,11 @@ def test_a_cpu_machine_is_told_which_tokenizer_to_use_and_it_works(tmp_path, cap
     (row,) = rows_of(out)
     assert row["reward_model"]["ground_truth"] == "The cat sat on the mat."
     assert (row["extra_info"]["src"], row["extra_info"]["lang_pair"]) == ("这只猫坐在垫子上。", "zh-en")
+
+
+def test_help_says_the_tokenizer_is_required(capsys):
+    """Issue 51 (finding 11): --help showed --tokenizer as optional ([--tokenizer TOKENIZER]); it is required."""
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert "[--tokenizer DIR (required)]" in out and "required: local tokenizer/model directory" in out, out

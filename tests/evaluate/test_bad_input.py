@@ -95,3 +95,17 @@ def test_trained_on_a_metric_not_computed_is_refused(capsys, tmp_path, testset):
     _refused(capsys, [f"data={data}", "generator=file", f"responses={responses}", "trained_on=kiwi,bertscore",
                       f"out={out}"], "trained_on: unknown bertscore")
     assert not out.exists()
+
+
+def test_help_lists_every_option_with_its_default(capsys):
+    """Issue 51 (finding 11): --help said only 'see src/evaluate/options.py'."""
+    import dataclasses
+
+    from src.evaluate.cli import main
+    from src.evaluate.options import EvalOptions
+
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    listed = {line.split("=", 1)[0].strip() for line in out.splitlines() if line.startswith("  ") and "=" in line}
+    assert listed == {f.name for f in dataclasses.fields(EvalOptions)}, out
+    assert "  generator=vllm    vllm (GPU) | file" in out and "  checkpoint=null    model to evaluate" in out

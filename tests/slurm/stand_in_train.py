@@ -112,9 +112,9 @@ def main() -> int:
         print(f"stand-in: my scorer token is {os.environ.get('QE_SCORER_TOKEN')}", flush=True)
     with open(run_dir / "stand_in.jsonl", "a") as f:
         f.write(json.dumps(record) + "\n")
-    # what offline wandb keeps per run: one dir per run id under the checkpoint dir's wandb/
-    # (wandb names it offline-run-<time>-<id>); each attempt appends to its run's record
-    wandb_run = ckpt / "wandb" / f"offline-run-{os.environ.get('WANDB_RUN_ID')}"
+    # what offline wandb keeps per run: one dir per run id under $WANDB_DIR/wandb/, else the working dir's, as
+    # wandb does (it names it offline-run-<time>-<id>); each attempt appends to its run's record
+    wandb_run = Path(os.environ.get("WANDB_DIR") or os.getcwd()) / "wandb" / f"offline-run-{os.environ.get('WANDB_RUN_ID')}"
     wandb_run.mkdir(parents=True, exist_ok=True)
     with open(wandb_run / "attempts.jsonl", "a") as f:
         f.write(json.dumps({"slurm_restart": record["slurm_restart"], "group": record["wandb_run_group"]}) + "\n")

@@ -16,9 +16,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.helpers.launches import files_under
+from tests.helpers.refusals import assert_one_line_refusal
 from tests.helpers.slurm_sweeps import REPO, SECRETS, Sweep, sacct_tres, scontrol_field, stand_in
 from tests.helpers.verl_device_check import verl_worker_devices
 
@@ -54,29 +56,53 @@ def test_dry_run_sweep_submits_nothing_and_has_slurm_test_each_request(sweep):
         assert value not in res.stdout + res.stderr
 
 
-def test_a_dry_run_request_slurm_refuses_names_the_request_and_the_limit(sweep, slurm_cluster):
-    too_many = slurm_cluster.cpus + 6
-    res = sweep.run(["gpus=2", f"slurm.cpus_per_task={too_many}", "dry_run=true"])
-    assert res.returncode == 1, res.stdout + res.stderr
-    (row,) = sweep.summary()
-    assert row["error"].startswith(f"sbatch refused the request (1 node(s) x 2 GPUs, {too_many} CPUs/task, partition "
-                                   f"{sweep.partition}): "), row
-    assert "More processors requested than permitted" in row["error"]
-    assert f"partition {sweep.partition}: 1 node(s) with {slurm_cluster.cpus} CPUs" in row["error"], row
-    assert not (sweep.dir / ".submitit").exists()
+@pytest.mark.parametrize("case", ["cpus", "nodes", "gpus, real launch"])
+def test_a_request_slurm_refuses_is_bad_input_one_line_exit_2_and_no_sweep_dir(sweep, slurm_cluster, case):
+    """Issue 51 (finding 6): a request the partition cannot meet was reported as a failed job (its line twice,
+    exit 1, a sweep dir with summary.json) and never suggested fewer nodes. It is bad input now, for a dry
+    run and a real launch alike: `sbatch --test-only` in the pre-launch check, one line, exit 2, nothing
+    written or submitted."""
+    too_many_cpus, too_many_gpus = slurm_cluster.cpus + 6, slurm_cluster.gpus
+    args, request, fix = {
+        "cpus": (["gpus=2", f"slurm.cpus_per_task={too_many_cpus}", "dry_run=true"],
+                 f"1 node(s) x 2 GPUs, {too_many_cpus} CPUs/task", "ask for fewer GPUs per node (gpus=)"),
+        # the issue's command: two nodes on a one-node partition
+        "nodes": (["gpus=2", "nodes=2", "dry_run=true"], "2 node(s) x 2 GPUs, 16 CPUs/task",
+                  "ask for fewer nodes (nodes=), fewer GPUs per node (gpus=)"),
+        # scorer.placement=dedicated: 2 training GPUs + as many scorer GPUs as the node has
+        "gpus, real launch": (["gpus=2", "scorer.placement=dedicated", f"scorer.dedicated_gpus={too_many_gpus}"]
+                              + sweep.fake_inputs(), f"1 node(s) x {2 + too_many_gpus} GPUs, 16 CPUs/task",
+                              "ask for fewer GPUs per node (gpus=)"),
+    }[case]
+    res = sweep.run(args)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert_one_line_refusal(res.stderr, f"error: sbatch refused the request ({request}, partition {sweep.partition}): ",
+                            f"partition {sweep.partition}: 1 node(s) with {slurm_cluster.cpus} CPUs", fix)
+    assert "[sweep]" not in res.stdout
+    assert not sweep.dir.exists() and files_under(sweep.out) == [] and not (sweep.tmp / "results").exists()
+    assert sweep.job_ids() == []
+
+
+def test_a_request_without_a_partition_names_the_default_one(sweep, slurm_cluster):
+    command = [a for a in sweep.command(["gpus=2", f"slurm.cpus_per_task={slurm_cluster.cpus + 6}", "dry_run=true"])
+               if not a.startswith("slurm.partition=")]
+    res = subprocess.run(command, cwd=sweep.checkout, env=sweep.env(), capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert_one_line_refusal(res.stderr, "error: sbatch refused the request (1 node(s) x 2 GPUs, "
+                            f"{slurm_cluster.cpus + 6} CPUs/task, the default partition): ",
+                            f"partition {sweep.partition}: 1 node(s)")
 
 
 def test_failed_jobs_are_named_with_error_and_log_while_the_others_return(sweep, slurm_cluster):
-    # scorer.placement=dedicated: a job asks for 2 training GPUs + its scorer GPUs. With 1 scorer
-    # GPU the two jobs run, one of them fails in its run; with as many scorer GPUs as the node has
-    # GPUs, sbatch refuses that array, and the rest of the sweep still runs and returns.
-    too_many = slurm_cluster.gpus
+    # scorer.placement=dedicated: a job asks for 2 training GPUs + 1 scorer GPU. The two jobs run, one of them
+    # fails in its run, and the sweep returns with both (a request Slurm refuses never gets this far: it is
+    # refused before submission, test_a_request_slurm_refuses_is_bad_input_one_line_exit_2_and_no_sweep_dir)
     ok, bad = stand_in(), stand_in("--exit 5")
-    res = sweep.run(["gpus=2", "scorer.placement=dedicated", f"scorer.dedicated_gpus=1,{too_many}",
+    res = sweep.run(["gpus=2", "scorer.placement=dedicated", "scorer.dedicated_gpus=1",
                      f"debug.train_command_override='{ok}','{bad}'"] + sweep.fake_inputs())
     assert res.returncode == 1, res.stdout + res.stderr
     rows = sweep.summary()
-    assert [r["state"] for r in rows] == ["succeeded", "failed", "failed", "failed"], rows
+    assert [r["state"] for r in rows] == ["succeeded", "failed"], rows
     ran_ok, run_failed = rows[0], rows[1]
     assert "scorer.dedicated_gpus=1" in ran_ok["overrides"] and "scorer.dedicated_gpus=1" in run_failed["overrides"]
     # the submitting terminal names the job, its overrides, its error and its log
@@ -85,16 +111,8 @@ def test_failed_jobs_are_named_with_error_and_log_while_the_others_return(sweep,
     assert "training command exited with code 5" in report and "failing on purpose" in report, report
     assert f"log: {run_failed['log']}" in res.stderr
     assert "failing on purpose with exit code 5" in Path(run_failed["log"]).read_text()
-    for refused in rows[2:]:
-        assert f"scorer.dedicated_gpus={too_many}" in refused["overrides"]
-        # issue 33 (finding 6): the refusal names the request and what the partition offers
-        assert refused["error"].startswith(f"sbatch refused the request (1 node(s) x {2 + too_many} GPUs, 16 CPUs/task, "
-                                           f"partition {sweep.partition}): "), refused
-        assert f"partition {sweep.partition}: 1 node(s) with {slurm_cluster.cpus} CPUs" in refused["error"], refused
-        assert refused["cpus_per_task"] == 16
-        assert refused["gpus_per_node"] == 2 + too_many
-    assert "summary: 1 succeeded, 3 failed" in res.stderr
-    assert res.stderr.strip().splitlines()[-1].startswith("3 of 4 jobs of the sweep failed"), res.stderr[-2000:]
+    assert "summary: 1 succeeded, 1 failed" in res.stderr
+    assert res.stderr.strip().splitlines()[-1].startswith("1 of 2 jobs of the sweep failed"), res.stderr[-2000:]
 
     # the other job finished its run (the stand-in wrote its checkpoint) and returned
     seen = json.loads((Path(ran_ok["run_dir"]) / "stand_in.jsonl").read_text().splitlines()[0])
@@ -148,6 +166,10 @@ def test_requeued_job_resumes_in_the_same_run_dir_from_the_first_attempts_checkp
     wandb_runs = list((Path(first["checkpoint_dir"]) / "wandb").iterdir())
     assert [p.name for p in wandb_runs] == [f"offline-run-{first['wandb_run_id']}"]
     assert len((wandb_runs[0] / "attempts.jsonl").read_text().splitlines()) == 2
+    # issue 51 (finding 13): there because the job's WANDB_DIR is the checkpoint dir (not the working dir,
+    # <sweep>/code); the run dir links to it, for `wandb sync <sweep dir>/*/wandb`
+    assert (run_dir / "wandb").resolve() == (Path(first["checkpoint_dir"]) / "wandb").resolve()
+    assert not (sweep.dir / "code" / "wandb").exists()
     assert first["checkpoint_dir"].endswith("-" + first["wandb_run_id"].removeprefix("qerl-"))
     attempts = (run_dir / "attempts.jsonl").read_text().splitlines()
     assert [json.loads(a)["slurm_restart"] for a in attempts] == [0, 1]
