@@ -4,10 +4,11 @@ file and the checkpoint dir.
 All runs train the policy taught the synthetic task (experiment=learn_tiny, its verdict off): its samples differ
 in reward, so GRPO's advantages, DAPO's filter and the guards have something to act on (the untaught policy of
 experiment=smoke_tiny breaks the format in every answer: one constant reward). Paths that do not interfere share
-a launch; four launches in all. Runs 1 to 3 train at world size 2 (gpus=2: two FSDP ranks over gloo, two vLLM
+a launch; four launches in all. Runs 1 and 2 train at world size 2 (gpus=2: two FSDP ranks over gloo, two vLLM
 replicas, the batch sizes the plan derives for two GPUs), so the project's code inside the step (the guarded
 replay buffer, the token-credit agent loop, the per-component normaliser, the train-aux metrics, the time-limit
-save and its resume) runs where verl chunks the batch across ranks (issue 50):
+save and its resume) runs where verl chunks the batch across ranks (issue 50); run 3 at world size 3, a count
+learn_tiny's own batch does not divide:
 
 1. token credit + DAPO + a guard + the scorer killed once + the time-limit save: reward=xcomet_xl (the tiny
    XCOMET's error spans) with reward.credit=token (verl's grpo plus the token term, src/rewards/credit/),
@@ -69,7 +70,9 @@ TOKEN_DAPO_GUARD = [f"gpus={GPUS}", "scorer=tiny", "reward=xcomet_xl", "reward.c
                     "reward.guards.length_coverage.enable=true", "reward.guards.length_coverage.min_ratio=0.9",
                     "reward.guards.length_coverage.max_ratio=1.1", "trainer.total_training_steps=3"]
 # run 3
-PER_COMPONENT_LOST = [f"gpus={GPUS}", "scorer=tiny", "reward=comet", "reward.sentence_models=[cometkiwi_da]",
+# run 3 at world size 3: batch sizes the plan derives for a GPU count that divides none of learn_tiny's
+GPUS_3 = 3
+PER_COMPONENT_LOST = [f"gpus={GPUS_3}", "scorer=tiny", "reward=comet", "reward.sentence_models=[cometkiwi_da]",
                       "reward.weights.kiwi=1.0", "reward.normalise=per_component",
                       "reward.plugins=[tests/loop/lose_one_group.py]", "+reward.weights.lose_one_group=0.01",
                       "scorer.lost_groups_allowed=1", "trainer.total_training_steps=3"]
@@ -242,9 +245,12 @@ def test_per_component_normalisation_a_lost_group_and_a_scorer_killed_for_good(c
     for s in trained:
         assert metrics[s]["critic/score/mean"] == pytest.approx(metrics[s]["train-aux/score/mean"], abs=1e-4)
         assert metrics[s]["training/rollout_actor_probs_pearson_corr"] > 0.99, metrics[s]
-    # trained at world size 2, as planned
+    # trained at world size 3, with the batch the plan derived for it: every split verl makes divides evenly
     verl = yaml.safe_load((launch.run_dir() / "snapshot" / "verl_config.yaml").read_text())
-    assert verl["trainer"]["n_gpus_per_node"] == GPUS and verl["trainer"]["nnodes"] == 1
+    assert verl["trainer"]["n_gpus_per_node"] == GPUS_3 and verl["trainer"]["nnodes"] == 1
+    prompts, n = verl["data"]["train_batch_size"], verl["actor_rollout_ref"]["rollout"]["n"]
+    mini = verl["actor_rollout_ref"]["actor"]["ppo_mini_batch_size"]
+    assert prompts * n % GPUS_3 == 0 and mini * n % GPUS_3 == 0 and prompts % mini == 0, (prompts, n, mini)
 
 
 def test_dapo_stops_at_its_bound_with_one_line(cpu_loop, taught_build):
