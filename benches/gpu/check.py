@@ -13,7 +13,7 @@ its own process session, so a call to the node can return (10 minutes at most) w
 the next call, made at once, collects it (the node stays up 30 s after a call). What a call brings
 back is in --out (default .gpu/out/CHECK; at most 8 files): timings.json (each part's seconds, this
 script's own clock), node.txt, gpu_memory.csv (the whole card, nvidia-smi every 0.5 s), CHECK.log, and
-the check's verdict and metrics. benches/gpu/README.md has the calls and the times each part took last time.
+the check's verdict, metrics and the launches' start-up phases (CHECK_startup.json). benches/gpu/README.md has the calls and the times each part took last time.
 """
 from __future__ import annotations
 
@@ -44,6 +44,9 @@ MATMUL = ("import torch,time;a=torch.randn(8192,8192,device='cuda',dtype=torch.b
           "torch.cuda.synchronize();t=time.perf_counter()\n"
           "for _ in range(10): a@b\n"
           "torch.cuda.synchronize();print(round(10*2*8192**3/(time.perf_counter()-t)/1e12,1))")
+# the launch's start-up phases in its run dir (src/node/startup.py TIMINGS; this script runs on the node's own
+# python, without the project's imports: tests/benches/test_gpu_checks.py keeps the two names equal)
+STARTUP_TIMINGS = "timings.json"
 ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
@@ -335,6 +338,10 @@ def collect(args, state_dir: Path) -> None:
     if not found:
         return
     shutil.copy(found[-1], out / verdict)
+    # where each launch's start-up went, per phase (the smoke's second launch is its resume)
+    startup = found[-1].parent / STARTUP_TIMINGS
+    if startup.is_file():
+        shutil.copy(startup, out / f"{args.check}_startup.json")
     # verl's metrics files of every launch, one file; the verdict is in the run dir, whose snapshot's plan
     # names the checkpoint dir they are in
     plan = found[-1].parent / "snapshot" / "plan.json"

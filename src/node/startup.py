@@ -53,11 +53,11 @@ def process_start(pid: int | str = "self") -> float:
     Python interpreter's own start-up counts; the time now where /proc cannot tell."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        ticks = int(fields[19])  # field 22 of proc(5); fields[0] is field 3
-        boot = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
-                    if line.startswith("btime "))
-        return boot + ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, StopIteration):
+        started_after_boot = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22 of proc(5); fields[0] is field 3
+        # the seconds since boot now (/proc/uptime, 10 ms), not /proc/stat's btime, which is whole seconds
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return time.time() - (uptime - started_after_boot)
+    except (OSError, ValueError, IndexError):
         return time.time()
 
 

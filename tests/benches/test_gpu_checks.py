@@ -275,3 +275,17 @@ def test_planning_calls_before_a_build_or_naming_no_overlay_is_refused_in_one_li
     done = run(OVERLAYS, "list", "trian")
     assert done.returncode == 2
     assert done.stderr == "error: no overlay trian; the overlays are train, scorer, scorer-ja\n", done.stderr
+
+
+def test_the_check_brings_back_the_launch_start_up_phases_under_the_name_the_launcher_writes():
+    """benches/gpu/check.py runs on the node's python without the project's imports, so it names the file
+    src/node/startup.py writes by itself: the two names stay one."""
+    import importlib.util
+
+    from src.node import startup
+
+    spec = importlib.util.spec_from_file_location("gpu_check", Path(__file__).resolve().parents[2] / "benches" / "gpu"
+                                                  / "check.py")
+    check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check)
+    assert check.STARTUP_TIMINGS == startup.TIMINGS

@@ -75,7 +75,10 @@ GPUS_3 = 3
 PER_COMPONENT_LOST = [f"gpus={GPUS_3}", "scorer=tiny", "reward=comet", "reward.sentence_models=[cometkiwi_da]",
                       "reward.weights.kiwi=1.0", "reward.normalise=per_component",
                       "reward.plugins=[tests/loop/lose_one_group.py]", "+reward.weights.lose_one_group=0.01",
-                      "scorer.lost_groups_allowed=1", "trainer.total_training_steps=3"]
+                      "scorer.lost_groups_allowed=1",
+                      # the run ends at the scorer's second death; steps enough that it cannot end before it (the
+                      # restart and the test's wait for it take longer than a few steps on a fast machine)
+                      "trainer.total_training_steps=20"]
 # run 4: the untaught policy tiny_build makes beside the taught one
 DAPO_BOUND = ["model.path=${model.build_dir}/policy", "algo=dapo", "algo.overlong_buffer.enable=false",
               "algo.filter_groups.max_num_gen_batches=2", "trainer.total_training_steps=3"]
