@@ -37,7 +37,18 @@ VERDICT_FILE = "smoke_verdict.txt"
 # metric names of verl/trainer/ppo/metric_utils.py compute_data_metrics and verl/workers/utils/losses.py
 ROLLOUT_METRIC = "response_length/mean"
 REWARD_METRIC = "critic/score/mean"
+# the spread of one step's answer scores: equal scores give every answer a zero advantage (GRPO, RLOO, ...),
+# and an update with nothing to follow cannot be told from a broken one
+REWARD_SPREAD = ("critic/score/min", "critic/score/max")
 UPDATE_METRIC = "actor/pg_loss"
+# the update's gradient (verl/workers/engine_workers.py update_actor reports the clipped norm as grad_norm)
+GRAD_METRIC = "actor/grad_norm"
+# vLLM's log-probs of its own answers against the actor's (verl/utils/debug/metrics.py calculate_debug_metrics,
+# on by default: rollout.calculate_log_probs). vLLM starts from dummy weights (verl's rollout.yaml
+# load_format: dummy), so agreement on step 1 shows the first weight sync, and on step 2 the sync after
+# the update; the resumed run's, the reload.
+SYNC_METRIC = "training/rollout_actor_probs_pearson_corr"
+SYNC_MIN = 0.99
 
 
 @dataclass
@@ -73,11 +84,53 @@ def _finite(value) -> bool:
 def _metric_stage(name: str, metrics: dict[int, dict], key: str, source: Path, positive: bool = False) -> Stage:
     values = {s: metrics.get(s, {}).get(key) for s in STEPS}
     bad = [s for s, v in values.items() if not _finite(v) or (positive and v <= 0)]
-    shown = ", ".join(f"step {s} {v:.4g}" if _finite(v) else f"step {s} {v}" for s, v in values.items())
+    shown = _shown(metrics, key)
     if bad:
         want = "a positive number" if positive else "a finite number"
         return Stage(name, False, f"metrics/{source.name}: {key} is not {want} at step(s) {bad} ({shown})")
     return Stage(name, True, f"metrics/{source.name}: {key} {shown}")
+
+
+def _shown(metrics: dict[int, dict], key: str) -> str:
+    def one(v):
+        return f"{v:.4g}" if _finite(v) else str(v)
+    return ", ".join(f"step {s} {one(metrics.get(s, {}).get(key))}" for s in STEPS)
+
+
+def _reward(metrics: dict[int, dict], source: Path) -> Stage:
+    """A finite mean score on every step, and answers that differ in score on every step."""
+    stage = _metric_stage("reward", metrics, REWARD_METRIC, source)
+    if not stage.ok:
+        return stage
+    low, high = REWARD_SPREAD
+    flat = [s for s in STEPS if not (_finite(metrics[s].get(low)) and _finite(metrics[s].get(high))
+                                     and metrics[s][high] > metrics[s][low])]
+    spread = ", ".join(f"step {s} {metrics[s].get(low)}..{metrics[s].get(high)}" for s in STEPS)
+    if flat:
+        return Stage("reward", False, f"metrics/{source.name}: every answer got the same score at step(s) {flat} "
+                                      f"({low}..{high}: {spread}): every advantage is 0, so the update has "
+                                      "nothing to follow; the policy must give answers that differ (docs/smoke.md)")
+    return Stage("reward", True, f"{stage.evidence}; answers differ ({low}..{high}: {spread})")
+
+
+def _update(metrics: dict[int, dict], source: Path) -> Stage:
+    """Evidence that the weights moved and reached vLLM: a finite policy loss, a non-zero finite gradient norm
+    on every step, and vLLM's log-probs agreeing with the actor's on every step (each after a weight sync)."""
+    loss = _metric_stage("update", metrics, UPDATE_METRIC, source)
+    if not loss.ok:
+        return loss
+    grad = _metric_stage("update", metrics, GRAD_METRIC, source, positive=True)
+    if not grad.ok:
+        return Stage("update", False, grad.evidence + ": a zero gradient moves no weight")
+    sync = {s: metrics[s].get(SYNC_METRIC) for s in STEPS}
+    off = [s for s, v in sync.items() if not (_finite(v) and v > SYNC_MIN)]
+    if off:
+        return Stage("update", False, f"metrics/{source.name}: {SYNC_METRIC} not above {SYNC_MIN} at step(s) {off} "
+                                      f"({_shown(metrics, SYNC_METRIC)}): vLLM did not sample with the actor's "
+                                      "weights (the weight sync), or rollout.calculate_log_probs is off")
+    return Stage("update", True, f"metrics/{source.name}: {UPDATE_METRIC} {_shown(metrics, UPDATE_METRIC)}; "
+                                 f"{GRAD_METRIC} {_shown(metrics, GRAD_METRIC)}; "
+                                 f"after each sync {SYNC_METRIC} {_shown(metrics, SYNC_METRIC)}")
 
 
 def _scorer(run_dir: Path) -> Stage:
@@ -180,14 +233,16 @@ def versions(run_dir: Path) -> str:
     return ", ".join(parts)
 
 
+def metric_stages(metrics: dict[int, dict], source: Path) -> list[Stage]:
+    """The stages read from verl's metrics file: rollout, reward, update."""
+    return [_metric_stage("rollout", metrics, ROLLOUT_METRIC, source, positive=True),
+            _reward(metrics, source), _update(metrics, source)]
+
+
 def stages(plan, run_dir: Path, code: int, env: dict, relaunch: Callable[[dict, Path], int]) -> list[Stage]:
     ckpt = Path(plan.checkpoint_dir)
     metrics_path = Path(env["VERL_FILE_LOGGER_PATH"])
-    metrics = read_metrics(metrics_path)
-    out = [_scorer(run_dir), _training(code),
-           _metric_stage("rollout", metrics, ROLLOUT_METRIC, metrics_path, positive=True),
-           _metric_stage("reward", metrics, REWARD_METRIC, metrics_path),
-           _metric_stage("update", metrics, UPDATE_METRIC, metrics_path),
+    out = [_scorer(run_dir), _training(code), *metric_stages(read_metrics(metrics_path), metrics_path),
            _validation(ckpt), _checkpoint(ckpt)]
     if all(s.ok for s in out):
         out.append(_resume(ckpt, run_dir, env, relaunch))

@@ -7,10 +7,10 @@ and reused when its marker says it is complete:
 - the tiny policy (`python -m src.tiny_models policy`, train env);
 - the tiny QE checkpoints (`python -m src.tiny_models qe`, in the scorer env: unbabel-comet), when the
   run calls a QE model;
-- the train/val parquet files (`python -m src.data.prepare`, with the tiny tokenizer) from the
-  committed pairs (smoke_tiny) or from the synthetic task (learn_tiny: `python -m src.tiny_models task`);
-- learn_tiny only: the taught policy (`python -m src.tiny_models teach`), the base policy taught the
-  synthetic task on its teaching prompts, at `model.path`.
+- with data=synth_zh_en (both experiments): the synthetic task (`python -m src.tiny_models task`), its
+  train/val/teaching parquet files (`python -m src.data.prepare`, with the tiny tokenizer) and the taught
+  policy (`python -m src.tiny_models teach`: the base policy taught the task on its teaching prompts) at
+  `model.path`. Other data is the user's own, prepared beforehand.
 Each runs as its own process: the builders need the other environment or torch, which the launcher
 never imports.
 """
@@ -29,9 +29,8 @@ from src.config import CODE_ROOT
 
 from .errors import RunError
 
-PROMPTS_TSV = CODE_ROOT / "src" / "tiny_models" / "prompts" / "zh_en.tsv"
 QE_DIR = "qe"  # under model.build_dir; conf/scorer/tiny.yaml names the checkpoints in it
-BASE_POLICY = "policy"  # under model.build_dir: learn_tiny's untaught policy (smoke_tiny's model.path)
+BASE_POLICY = "policy"  # under model.build_dir: the untaught policy the taught one starts from
 TASK_DIR = "learn/task"  # under model.build_dir: the synthetic task's TSV files
 # data.name of the synthetic task's prompts (conf/experiment/learn_tiny.yaml): the task is built for it
 TASK_DATA_NAME = "synth_zh_en"
@@ -45,15 +44,16 @@ POLICY_SHAPE = {"num_layers": "--num-layers", "hidden_size": "--hidden-size",
 BLOCK_SIZE_KEY = "actor_rollout_ref.rollout.engine_kwargs.vllm.block_size"
 
 
-def _learn(composed: dict) -> bool:
-    """The synthetic task's data (experiment=learn_tiny, with or without its verdict): the task, its prompts and
-    the taught policy are built. Not learn.enable: a run of the task with the verdict off (the loop's reward-path
-    tests) must still train the taught policy, never a fresh one built where model.path points."""
+def _task(composed: dict) -> bool:
+    """The synthetic task's data (experiment=smoke_tiny and learn_tiny, with or without its verdict): the task,
+    its prompts and the taught policy are built. Not learn.enable: a run of the task with the verdict off (the
+    smoke, the loop's reward-path tests) must still train the taught policy, never a fresh one built where
+    model.path points."""
     return composed["data"]["name"] == TASK_DATA_NAME
 
 
 def _what(composed: dict) -> str:
-    return "learn_tiny" if _learn(composed) else "smoke_tiny"
+    return "smoke_tiny" if composed.get("smoke") else "learn_tiny"
 
 
 def _run_step(what: str, args: list[str], environ: dict) -> str:
@@ -85,16 +85,13 @@ def _sha(path: Path) -> str:
 
 
 def _prompts(composed: dict, policy: Path, environ: dict) -> str:
-    """Train/val (and learn_tiny's teaching) parquet through src.data.prepare, with the tiny tokenizer;
-    rebuilt when the pairs, the template, the prompt limit or the tokenizer change.
-    smoke_tiny: every committed pair both ways for training, two per direction for validation.
-    learn_tiny: the task's zh->en files as they are (task.py splits them)."""
+    """Train/val/teaching parquet through src.data.prepare, with the tiny tokenizer, from the task's zh->en
+    files as they are (task.py splits them); rebuilt when the pairs, the template, the prompt limit or the
+    tokenizer change."""
     data = composed["data"]
     train, val = Path(data["train_files"]), Path(data["val_files"])
-    learn = _learn(composed)
     task = Path(composed["model"]["build_dir"]) / TASK_DIR
-    sources = ({"teach": task / "teach.tsv", "train": task / "train.tsv", "val": task / "val.tsv"} if learn
-               else {"train": PROMPTS_TSV, "val": PROMPTS_TSV})
+    sources = {"teach": task / "teach.tsv", "train": task / "train.tsv", "val": task / "val.tsv"}
     key = {"tsv": {k: _sha(v) for k, v in sources.items()}, "template": data["template"],
            "max_prompt_tokens": data["max_prompt_length"], "tokenizer": _marker(policy),
            "files": [str(train), str(val)]}
@@ -107,8 +104,6 @@ def _prompts(composed: dict, policy: Path, environ: dict) -> str:
                 "--template", data["template"], "--tokenizer", str(policy),
                 "--max-prompt-tokens", str(data["max_prompt_length"]),
                 "--split", "val" if what == "val" else "train", "--out", str(outs[what]), "--overwrite"]
-        if not learn:
-            args += ["--directions", "both"] + (["--max-per-direction", "2"] if what == "val" else [])
         _run_step(f"{what} prompts", args, environ)
     (train.parent / MARKER).write_text(json.dumps(key, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return "built"
@@ -117,8 +112,8 @@ def _prompts(composed: dict, policy: Path, environ: dict) -> str:
 def _steps(plan, composed: dict, environ: dict) -> list[tuple[str, Path, Callable[[], str]]]:
     model = composed["model"]
     build_dir = Path(model["build_dir"])
-    learn = _learn(composed)
-    policy = build_dir / BASE_POLICY if learn else Path(model["path"])
+    task = _task(composed)
+    policy = build_dir / BASE_POLICY if task else Path(model["path"])
     block = (plan.verl_passthrough or {}).get(BLOCK_SIZE_KEY, 16)
     max_positions = max(4096, plan.max_prompt_length + plan.max_response_length)
     train_files = Path(composed["data"]["train_files"])
@@ -131,12 +126,13 @@ def _steps(plan, composed: dict, environ: dict) -> list[tuple[str, Path, Callabl
         steps.append(("tiny QE checkpoints", build_dir / QE_DIR, lambda: _run_step(
             "tiny QE checkpoints (scorer env)", [composed["scorer"]["python"], "-m", "src.tiny_models", "qe",
                                                  str(build_dir / QE_DIR)], environ)))
-    if learn:
-        steps.append(("task", build_dir / TASK_DIR, lambda: _run_step(
-            "synthetic task", [py, "-m", "src.tiny_models", "task", str(build_dir / TASK_DIR)], environ)))
+    if not task:
+        return steps  # the data is the user's own
+    steps.append(("task", build_dir / TASK_DIR, lambda: _run_step(
+        "synthetic task", [py, "-m", "src.tiny_models", "task", str(build_dir / TASK_DIR)], environ)))
     steps.append(("prompts", train_files.parent, lambda: _prompts(composed, policy, environ)))
     # model.path may name the untaught policy itself (a run that needs answers that all break the format)
-    if learn and Path(model["path"]) != policy:
+    if Path(model["path"]) != policy:
         steps.append(("taught policy", Path(model["path"]), lambda: _run_step(
             "taught policy", [py, "-m", "src.tiny_models", "teach", str(policy), model["path"],
                               "--data", str(train_files.with_name(TEACH_PARQUET))], environ)))

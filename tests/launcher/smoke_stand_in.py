@@ -19,15 +19,16 @@ smoke verdict (src/pipeline/smoke.py) reads the same files it reads after a real
   with input, output, gts, score, step per sample (`_dump_generations`).
 
   --no-checkpoint   train and validate but save nothing (the verdict must say checkpoint FAIL)
-  --generate        the rollout is the policy's own (experiment=smoke_tiny): the model at
-                    actor_rollout_ref.model.path, loaded with the attention implementation verl's config
-                    names (override_config.attn_implementation), samples rollout.n answers of up to
-                    data.max_response_length tokens per prompt on the CPU, from the prompt as verl's agent
-                    loop renders it (the tokenizer's chat template, add_generation_prompt)
+
+It runs no policy and no vLLM, so it reports no vLLM/actor agreement
+(training/rollout_actor_probs_pearson_corr): its update stage FAILs on that metric. The smoke's PASS on every
+stage is proven on the real loop (tests/loop/test_smoke_on_cpu.py); this stand-in serves the verdict's FAIL
+paths on experiment=smoke's own preset.
 """
 import argparse
 import asyncio
 import json
+import math
 import os
 import statistics
 import sys
@@ -56,34 +57,6 @@ def responses(row: dict, n: int) -> list[str]:
     return out
 
 
-class PolicySampler:
-    """The policy of verl's config, sampling on the CPU (--generate)."""
-
-    def __init__(self, verl: dict):
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        model_cfg = verl["actor_rollout_ref"]["model"]
-        path = model_cfg["path"]
-        self.torch = torch
-        self.tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
-        self.model = AutoModelForCausalLM.from_pretrained(
-            path, dtype=torch.float32, attn_implementation=model_cfg["override_config"]["attn_implementation"],
-            local_files_only=True).eval()
-        self.max_new = verl["data"]["max_response_length"]
-        self.kwargs = verl["data"].get("apply_chat_template_kwargs") or {}
-        torch.manual_seed(verl["data"].get("seed") or 0)
-
-    def __call__(self, row: dict, n: int) -> list[str]:
-        ids = self.tok.apply_chat_template(list(row["prompt"]), add_generation_prompt=True, tokenize=True,
-                                           return_dict=True, **self.kwargs)["input_ids"]
-        prompt = self.torch.tensor([ids] * n)
-        with self.torch.no_grad():
-            out = self.model.generate(prompt, attention_mask=self.torch.ones_like(prompt), do_sample=True,
-                                      max_new_tokens=self.max_new, pad_token_id=self.tok.pad_token_id)
-        return [self.tok.decode(seq[len(ids):], skip_special_tokens=True) for seq in out]
-
-
 async def score_all(items: list[tuple[dict, str]], kwargs: dict) -> list[dict]:
     from src.rewards.compute import compute_score
 
@@ -94,7 +67,6 @@ async def score_all(items: list[tuple[dict, str]], kwargs: dict) -> list[dict]:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--no-checkpoint", action="store_true")
-    ap.add_argument("--generate", action="store_true")
     args = ap.parse_args()
 
     verl = yaml.safe_load(Path(os.environ["QE_RL_VERL_CONFIG"]).read_text())
@@ -108,7 +80,7 @@ def main() -> int:
     train = rows(data["train_files"], data["train_max_samples"])
     val = rows(data["val_files"], data["val_max_samples"])
 
-    answer = PolicySampler(verl) if args.generate else responses
+    answer = responses
     tracker = ckpt / TRACKER
     start = int(tracker.read_text()) if tracker.is_file() and trainer["resume_mode"] == "auto" else 0
     print(f"stand-in: world size {world}, resuming from step {start}" if start else f"stand-in: world size {world}")
@@ -132,8 +104,11 @@ def main() -> int:
             "critic/score/mean": statistics.fmean(scores),
             "critic/rewards/mean": statistics.fmean(scores),
             "response_length/mean": statistics.fmean(len(resp) for _, resp in items),
+            "critic/score/min": min(scores), "critic/score/max": max(scores),
             # the loss at ratio 1: -mean(A); an update that ran reports a finite number
             "actor/pg_loss": -statistics.fmean(advantages),
+            # the norm of that loss's gradient with respect to each answer's log-prob (-A_i / N)
+            "actor/grad_norm": math.sqrt(sum(a * a for a in advantages)) / len(advantages),
             # the stand-in's own measured seconds, under the names of verl's marked_timer
             "timing_s/reward": t_reward,
         }

