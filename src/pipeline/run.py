@@ -21,7 +21,7 @@ from src.data.checks import DataFileError
 from src.node import environment, preflight, ray_cluster, scorer_service, startup, training
 from src.plan import PlanError, RunPlan, build_plan, with_trains
 from src.plan.table import render as render_plan
-from src.record import identity, snapshot
+from src.record import attempts, identity, snapshot
 from src.record.sweep_summary import FAILED, PENDING, SUCCEEDED
 from src.slurm.task import slurm_task
 from src.verl_config import checks as verl_checks
@@ -298,8 +298,7 @@ def _record_attempt(run_dir: Path, task, command: list[str]) -> None:
     entry = {"started": dt.datetime.now().isoformat(timespec="seconds"), "host": socket.gethostname(),
              "slurm_job_id": task.job_id if task else None, "slurm_restart": task.restart if task else None,
              "command": command}
-    with open(run_dir / "attempts.jsonl", "a", encoding="utf-8") as f:
-        f.write(json.dumps(entry) + "\n")
+    attempts.record(run_dir, entry)
 
 
 def hydra_task(cfg) -> None:

@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
+from . import attempts
+
 SUMMARY_FILE = "summary.json"
 FAILED_EXIT = 1
 # a row's state: "pending" only while the submitter waits (a summary is written when the sweep ends)
@@ -37,7 +39,10 @@ class SweepJob:
 
     def label(self) -> str:
         job = f" job {self.job_id}" if self.job_id else ""
-        return f"#{self.idx}{job} ({' '.join(self.overrides) or 'defaults'})"
+        starts = attempts.count(self.run_dir)
+        # a requeued job (time limit, preemption) resumed in its run dir: say so, it cost a start-up
+        again = f", started {starts} times" if starts > 1 else ""
+        return f"#{self.idx}{job} ({' '.join(self.overrides) or 'defaults'}{again})"
 
 
 def report(jobs: list[SweepJob], sweep_dir: Path) -> list:
@@ -66,7 +71,7 @@ def write(path: Path, jobs: list[SweepJob]) -> None:
         rows = {r["idx"]: r for r in json.loads(path.read_text(encoding="utf-8"))}
     for j in jobs:
         rows[j.idx] = {"idx": j.idx, "job_id": j.job_id, "overrides": j.overrides, "state": j.state,
-                       "error": j.error, "log": j.log, "run_dir": j.run_dir,
+                       "error": j.error, "log": j.log, "run_dir": j.run_dir, "starts": attempts.count(j.run_dir),
                        "gpus_per_node": j.params.get("gpus_per_node"), "cpus_per_task": j.params.get("cpus_per_task"),
                        "nodes": j.params.get("nodes")}
     path.write_text(json.dumps([rows[k] for k in sorted(rows)], indent=2) + "\n", encoding="utf-8")

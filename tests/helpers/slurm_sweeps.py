@@ -71,8 +71,8 @@ class Sweep:
         except subprocess.TimeoutExpired as e:
             pytest.fail(f"sweep did not return in {timeout}s:\n{e.stdout}\n{e.stderr}\n{self.slurm_view()}")
 
-    def start(self, args: list[str]) -> subprocess.Popen:
-        proc = subprocess.Popen(self.command(args), cwd=self.checkout, env=self.env(),
+    def start(self, args: list[str], env_extra: dict | None = None) -> subprocess.Popen:
+        proc = subprocess.Popen(self.command(args), cwd=self.checkout, env=self.env(env_extra),
                                 stdout=open(self.tmp / "submitter.out", "w"), stderr=subprocess.STDOUT,
                                 text=True, start_new_session=True)
         self.procs.append(proc)

@@ -10,7 +10,7 @@ from tests.helpers.launches import launch
 
 # the keys of a row, Slurm's and local alike (a local job has no job id, log before training, or request)
 ROW_KEYS = {"idx", "job_id", "overrides", "state", "error", "log", "run_dir", "gpus_per_node", "cpus_per_task",
-            "nodes"}
+            "nodes", "starts"}
 
 
 def _sweep_dir(out):
@@ -27,6 +27,7 @@ def test_local_sweep_writes_summary_json_with_each_jobs_outcome(isolated_paths):
     assert [set(r) for r in rows] == [ROW_KEYS, ROW_KEYS]
     assert [(r["idx"], r["state"], r["error"]) for r in rows] == [(0, "succeeded", None), (1, "succeeded", None)]
     assert [r["overrides"][0] for r in rows] == ["algo=grpo", "algo=dapo"]
+    assert [r["starts"] for r in rows] == [0, 0]  # a dry run never starts training (attempts.jsonl)
     for r in rows:
         assert (sweep / r["run_dir"].rsplit("/", 1)[1] / "snapshot" / "plan.json").is_file()
 

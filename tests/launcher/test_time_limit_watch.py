@@ -1,8 +1,8 @@
 """src/node/training.py's TimeLimitWatch with a real child process, in-process signals, no Slurm.
 
 The handler that was installed before the watch stands in for submitit's (which calls
-`scontrol requeue` and exits the job); tests/slurm/test_time_limit.py runs the real one on the
-dev cluster. The child is a small trainer that speaks the flag protocol of src/trainer/entry.py
+`scontrol requeue` and exits the job); tests/slurm/test_real_loop_sweep.py runs the real one on the
+dev cluster, with verl's trainer. The child is a small trainer that speaks the flag protocol of src/trainer/entry.py
 through src/trainer/time_limit.py, or ignores it.
 """
 from __future__ import annotations
