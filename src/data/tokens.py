@@ -31,7 +31,8 @@ def not_the_policys(path: str | Path, tokenizer) -> str | None:
     own). None for a model's directory with a real vocabulary (issue 51 finding 12)."""
     path, size = Path(path), len(tokenizer)
     if size < TEST_VOCAB:
-        what = f"the tiny test tokenizer in {path} ({size} tokens; a real policy's tokenizer counts far fewer per sentence)"
+        what = (f"the tiny test tokenizer in {path} ({size} tokens; a real policy's tokenizer counts far fewer "
+                f"per sentence)")
     elif not (path / "config.json").is_file():
         what = f"{path}, a tokenizer without a model (no config.json there), not necessarily the policy's"
     else:
