@@ -99,8 +99,14 @@ def _main(argv: list[str] | None) -> int:
     # reference, so a Slurm job imports it from its code snapshot
     entry = hydra.main(config_path=str(config.CONF_DIR), config_name="config", version_base="1.3")(pipeline.hydra_task)
     sys.argv = [sys.argv[0], *argv]
-    entry()
-    return 0
+    try:
+        entry()
+    except SystemExit:
+        # a local sweep stopped (an interrupt) or ended in a bug Hydra reported: what its jobs did so far
+        pipeline.finish_local_sweep()
+        raise
+    # a local --multirun: its summary, as a Slurm sweep ends (1 if a job failed); nothing after a single run
+    return pipeline.finish_local_sweep()
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ from .rows import SPLITS, make_row
 from .safe_write import atomic_files, os_reason, writable_dir_problem
 from .stats import build_stats, format_table
 from .templates import TEMPLATES, UnknownTemplateError, expected_format
-from .tokens import TINY_TOKENIZER_HINT, load_tokenizer, token_lengths
+from .tokens import TINY_TOKENIZER_HINT, load_tokenizer, not_the_policys, token_lengths
 
 EXIT_BAD_INPUT, EXIT_WRITE_FAILED = 2, 1
 # Ctrl-C: 128 + SIGINT, as the shell reports it
@@ -157,6 +157,8 @@ def prepare(args) -> dict:
             "template": args.template,
             "response_format": expected_format(args.template),
             "tokenizer": str(args.tokenizer),
+            # None, or the line saying these lengths are not what training counts (tokens.not_the_policys)
+            "tokenizer_note": not_the_policys(args.tokenizer, tokenizer),
             "limits": {
                 "max_src_tokens": args.max_src_tokens,
                 "max_tgt_tokens": args.max_tgt_tokens,
@@ -183,6 +185,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"prepare: error: {' '.join(str(e).splitlines())}\n")
         return EXIT_BAD_INPUT if isinstance(e, InputError) else EXIT_WRITE_FAILED
     print(format_table(stats))
+    if stats.get("tokenizer_note"):
+        print(f"note: {stats['tokenizer_note']}")
     print(f"wrote {stats['total']['rows_out']} rows to {args.out}")
     return 0
 

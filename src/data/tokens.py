@@ -20,6 +20,28 @@ TINY_TOKENIZER_HINT = ("without model weights (a CPU machine), build the tiny on
                        "tokenizer .cache/tiny-tokenizer, then --tokenizer .cache/tiny-tokenizer")
 
 
+# a vocabulary this small is no policy LLM's (Qwen2.5: 151,665 tokens; Llama 3: 128,256; Mistral v0.3: 32,768):
+# the tiny test tokenizer (576 tokens, byte-level) splits 今天天气很好。 into 14 tokens, Qwen2.5 into a few
+TEST_VOCAB = 8192
+
+
+def not_the_policys(path: str | Path, tokenizer) -> str | None:
+    """One line when the lengths counted with this tokenizer are not what a real run's verl counts: a test-sized
+    vocabulary (the tiny models'), or a tokenizer directory without a model (no config.json, so not model.path's
+    own). None for a model's directory with a real vocabulary (issue 51 finding 12)."""
+    path, size = Path(path), len(tokenizer)
+    if size < TEST_VOCAB:
+        what = (f"the tiny test tokenizer in {path} ({size} tokens; a real policy's tokenizer counts far fewer "
+                f"per sentence)")
+    elif not (path / "config.json").is_file():
+        what = f"{path}, a tokenizer without a model (no config.json there), not necessarily the policy's"
+    else:
+        return None
+    return (f"the token lengths and the --max-prompt-tokens filter are counted with {what}; verl counts a run's "
+            f"prompts with its model's own tokenizer (model.path): prepare with --tokenizer <that model's dir> "
+            f"for lengths and a filter that match training")
+
+
 def load_tokenizer(path: str | Path):
     """A local tokenizer directory; never a hub name (nothing is ever downloaded)."""
     path = Path(path)

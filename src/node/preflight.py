@@ -211,6 +211,17 @@ def check_data_splits(plan: RunPlan, validation_splits) -> None:
 _WANDB_LOCAL_MODES = ("offline", "dryrun", "disabled")
 
 
+def wandb_mode(plan: RunPlan, environ: dict) -> str | None:
+    """How wandb will log this run, as the plan table says it: None without wandb; offline where logger.offline
+    or the environment's WANDB_MODE (a Slurm job's: slurm.wandb_mode) says so; else online."""
+    if "wandb" not in plan.logger_backends:
+        return None
+    if plan.wandb_offline:
+        return "offline (logger.offline=true)"
+    mode = str(environ.get("WANDB_MODE") or "").strip().lower()
+    return f"{mode} (WANDB_MODE={mode})" if mode in _WANDB_LOCAL_MODES else "online"
+
+
 def wandb_login_refusal(plan: RunPlan, environ: dict) -> str | None:
     """Why online wandb would fail at its first call, or None: verl calls wandb.init only once Ray, the
     workers and vLLM are up (minutes), and it raises `UsageError: No API key configured` without a login.

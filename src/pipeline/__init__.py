@@ -4,10 +4,11 @@ May import: src.config, src.data (the data files' checks), src.plan, src.verl_co
 from .errors import INTERRUPTED_EXIT, USAGE_EXIT, RunError, UsageError
 from .from_snapshot import from_snapshot, from_snapshot_command, snapshot_dir_of
 from .lineage import Lineage, identify
+from .local_sweep import finish as finish_local_sweep
 from .precheck import SLURM_LAUNCHER, precheck
 from .run import execute, hydra_task, run, train_command
 from .smoke import on_cpu_without_gpu
 
 __all__ = ["INTERRUPTED_EXIT", "SLURM_LAUNCHER", "USAGE_EXIT", "Lineage", "RunError", "UsageError", "execute",
-           "from_snapshot", "from_snapshot_command", "hydra_task", "identify", "on_cpu_without_gpu", "precheck", "run",
-           "snapshot_dir_of", "train_command"]
+           "finish_local_sweep", "from_snapshot", "from_snapshot_command", "hydra_task", "identify", "on_cpu_without_gpu",
+           "precheck", "run", "snapshot_dir_of", "train_command"]

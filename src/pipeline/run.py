@@ -19,7 +19,7 @@ from omegaconf import OmegaConf
 from src import config, verl_config
 from src.data.checks import DataFileError
 from src.node import environment, preflight, ray_cluster, scorer_service, startup, training
-from src.plan import PlanError, RunPlan, build_plan, with_trains
+from src.plan import PlanError, RunPlan, build_plan, with_train_rows, with_trains
 from src.plan.table import render as render_plan
 from src.record import attempts, identity, snapshot
 from src.record.sweep_summary import FAILED, PENDING, SUCCEEDED
@@ -120,8 +120,10 @@ def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dic
             tiny_build.prepare(plan, composed, environ)
         # dry runs too: the val/train rows' split tags decide which reward they get (the splits
         # as the reward function receives them; absent only in snapshots older than the key)
-        data_notes = check_data_files(plan, composed) + ([f"{wandb_refusal} (a real launch is refused)"]
-                                                         if wandb_refusal else [])
+        checked: dict = {}  # {(file, template): rows}: the train file's rows give the plan its step count
+        data_notes = check_data_files(plan, composed, checked) + ([f"{wandb_refusal} (a real launch is refused)"]
+                                                                  if wandb_refusal else [])
+        plan = with_train_rows(plan, checked.get((plan.train_files, (composed.get("data") or {}).get("template"))))
         splits = OmegaConf.select(verl_cfg, "reward.custom_reward_function.reward_kwargs.validation_splits")
         if splits is not None:
             preflight.check_data_splits(plan, splits)
@@ -150,7 +152,8 @@ def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dic
     except (PlanError, preflight.PreflightError, UsageError, snapshot.SnapshotMismatch, DataFileError) as exc:
         _remove_if_empty(run_dir)
         raise RunError(str(exc), USAGE_EXIT) from None
-    render_plan(plan, command, str(snap / "verl_config.yaml"), lineage=lineage_line(plan, lineage))
+    render_plan(plan, command, str(snap / "verl_config.yaml"), lineage=lineage_line(plan, lineage),
+                wandb_mode=preflight.wandb_mode(plan, environ))
     clock = clock or startup.StartupClock()
     clock.mark("plan")
     moved = moved_geometry_note(plan, overrides) if lineage is None else None
@@ -326,8 +329,10 @@ def hydra_task(cfg) -> None:
     except RunError as exc:
         print(f"error: {exc}", file=sys.stderr)
         local_sweep.record(hc, log, FAILED, str(exc))
+        if local_sweep.summary_path(hc) is not None:
+            return  # a local sweep goes on; its summary names this job (local_sweep.finish)
         if hc.mode == RunMode.MULTIRUN:
-            raise  # the sweep goes on; the launcher reports this job with its overrides and log
+            raise  # a Slurm job: failed, for its submitter's summary with its overrides and log
         sys.exit(exc.code)
     except KeyboardInterrupt as exc:
         # Ctrl-C, or Slurm's SIGTERM (preemption, requeue, scancel; src/node/training.py): training and

@@ -104,6 +104,25 @@ def _get(verl: dict, key: str) -> Any:
     return None if value is ABSENT else value
 
 
+def overlong_row(verl: dict, src: "_Sources") -> TrainsRow:
+    """DAPO's overlong penalty, as verl's dapo reward manager adds it to each trained answer
+    (verl/workers/reward_manager/dapo.py DAPORewardManager.__call__: min(-(length - (max_resp_len - len)) / len
+    x penalty_factor, 0)); only the dapo manager reads overlong_buffer_cfg (src/verl_config/ppo_trainer.py)."""
+    cfg = _get(verl, "reward.reward_kwargs.overlong_buffer_cfg") or {}
+    manager = str(_get(verl, "reward.reward_manager.name") or "")
+    source = "; ".join(dict.fromkeys(src.algo_key(k) for k in ("overlong_buffer.enable", "overlong_buffer.len",
+                                                                 "overlong_buffer.penalty_factor")))
+    if not cfg.get("enable"):
+        return TrainsRow("overlong penalty (DAPO)", "off", source)
+    if "dapo" not in manager.lower():
+        return TrainsRow("overlong penalty (DAPO)", f"- (not read by reward manager {manager})", source)
+    longest = _get(verl, "reward.reward_kwargs.max_resp_len")
+    factor = _num(cfg.get("penalty_factor"))
+    return TrainsRow("overlong penalty (DAPO)",
+                     f"last {cfg.get('len')} of {longest} response tokens, linear to -{factor} at {longest}",
+                     source + "; trained answers only (src/rewards/managers.py)")
+
+
 def trains(cfg: dict, verl: dict, passthrough: dict, token_credit: bool, per_component: bool) -> tuple[TrainsRow, ...]:
     """The rows of "what trains", read from the resolved verl config (a plain dict): what verl runs, not what
     was asked for. `passthrough`: the user's `verl.` keys (dotted); `token_credit` / `per_component`: the
@@ -133,8 +152,10 @@ def trains(cfg: dict, verl: dict, passthrough: dict, token_credit: bool, per_com
     params, clips, own_agg = LOSSES.get(mode, ((), True, None))
     shown = ", ".join(f"{p.rsplit('.', 1)[-1]} {_num(actor(p))}" for p in params)
     param_sources = sorted({src.verl_key(ACTOR + p) for p in params} - {"verl default"})
+    # once each: the loss mode and its parameters come from one preset as a rule (`preset clip_cov; preset clip_cov`)
     rows.append(TrainsRow("policy loss", f"{mode}" + (f" ({shown})" if shown else ""),
-                          "; ".join([src.algo_key("loss_mode", ACTOR + "policy_loss.loss_mode"), *param_sources])))
+                          "; ".join(dict.fromkeys([src.algo_key("loss_mode", ACTOR + "policy_loss.loss_mode"),
+                                                   *param_sources]))))
     agg = actor("loss_agg_mode")
     scale = actor("loss_scale_factor")
     agg_value = (f"{own_agg}; KL and entropy terms: {agg}" if own_agg else str(agg)) + (
@@ -166,6 +187,8 @@ def trains(cfg: dict, verl: dict, passthrough: dict, token_credit: bool, per_com
     rows.append(TrainsRow("dynamic sampling (DAPO)", f"on, groups equal in {fg.get('metric')} dropped"
                           if fg.get("enable") else "off",
                           src.algo_key("filter_groups.enable", "algorithm.filter_groups.enable")))
+
+    rows.append(overlong_row(verl, src))
 
     optim = ACTOR + "optim."
     schedule = _get(verl, optim + "lr_scheduler_type")

@@ -28,6 +28,7 @@ from .batch import PIN_KEYS, BatchPlan, plan_batch
 from .memory import MemoryPlan, plan_memory
 from .memory_inputs import gpu_size_gb, memory_inputs, refusal
 from .resources import node_resources, ray_cpus_for
+from .schedule import Schedule, schedule_of
 from .scorer import ScorerPlan, models_needed, scorer_plan
 from .stop_rules import StopRules, stop_rules
 from .time_limit import TimeLimitPlan, plan_time_limit
@@ -111,6 +112,9 @@ class RunPlan:
     # what verl trains, read from the validated verl config, with sources (src/plan/algorithm.py trains;
     # filled in by with_trains once the verl config exists)
     trains: tuple = ()
+    # steps, checkpoint saves and validation, read from the verl config (src/plan/schedule.py; with_trains),
+    # the steps from the train file's rows once they are counted (with_train_rows)
+    schedule: Optional[Schedule] = None
 
     @property
     def wandb_dir(self) -> Optional[str]:
@@ -123,6 +127,8 @@ class RunPlan:
         d["wandb_dir"] = self.wandb_dir
         d["batch"]["samples_per_step"] = self.batch.samples_per_step
         d["memory"]["fits"] = self.memory.fits
+        if self.schedule is not None:
+            d["schedule"]["steps"] = self.schedule.steps
         return d
 
 
@@ -156,7 +162,14 @@ def with_trains(plan: "RunPlan", cfg: dict, verl: dict) -> "RunPlan":
     """The plan with the rows of what verl trains, read from its resolved verl config (a plain dict)."""
     rows = algorithm.trains(cfg, verl, plan.verl_passthrough, token_credit=plan.token_credit is not None,
                             per_component=normalise.enabled(plan.reward_kwargs))
-    return replace(plan, trains=tuple(asdict(r) for r in rows))
+    return replace(plan, trains=tuple(asdict(r) for r in rows), schedule=schedule_of(verl))
+
+
+def with_train_rows(plan: "RunPlan", train_rows: Optional[int]) -> "RunPlan":
+    """The plan with the train file's row count (None: no file yet), from which its schedule counts the steps."""
+    if plan.schedule is None:
+        return plan
+    return replace(plan, schedule=replace(plan.schedule, train_rows=train_rows))
 
 
 def with_identity(plan: "RunPlan", run_id: str, name: str, reproduces: Optional[str] = None,

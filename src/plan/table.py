@@ -2,13 +2,19 @@
 from __future__ import annotations
 
 import shlex
+import shutil
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from src.config.schema import Placement
 
+from . import schedule
 from .run_plan import RunPlan, reward_names
+
+# the width where the output is no terminal (a log file, a pipe) and COLUMNS is unset
+FALLBACK_WIDTH = 140
 
 
 def stop_rule_rows(plan: RunPlan) -> list[tuple]:
@@ -97,7 +103,16 @@ def accelerator_row(plan: RunPlan) -> tuple[str, str, str]:
         return ("accelerator", plan.device, "trainer.device (accelerator group)")
     return ("accelerator", "cpu (CPU loop)",
             f"trainer.device=cpu: verl's platform from src/cpu_platform (VERL_PLATFORM=cpu), vLLM's CPU build, FSDP on "
-            f"gloo, each GPU a Ray logical GPU; trains in {plan.trainer_python}; the GPU memory rows do not apply")
+            f"gloo, each GPU a Ray logical GPU; trains in {plan.trainer_python}")
+
+
+def cpu_memory_rows(plan: RunPlan) -> list[tuple[str, str, str]]:
+    """On the CPU loop no GPU memory plan applies (memory.gpu_gb, the vLLM share, peaks per GPU): what vLLM-CPU
+    reads instead (conf/accelerator/cpu.yaml)."""
+    kv = plan.accelerator_env.get("VLLM_CPU_KVCACHE_SPACE")
+    return [("GPU memory", "- (no GPU)", "accelerator=cpu: the machine's RAM holds everything; no GPU memory plan"),
+            ("vLLM KV cache per engine", f"{kv} GiB" if kv else "vLLM-CPU's default",
+             "accelerator.env.VLLM_CPU_KVCACHE_SPACE (vLLM-CPU reads it, not rollout.gpu_memory_utilization)")]
 
 
 def memory_rows(plan: RunPlan) -> list[tuple[str, str, str]]:
@@ -125,10 +140,42 @@ def memory_rows(plan: RunPlan) -> list[tuple[str, str, str]]:
     return rows
 
 
+def wandb_rows(plan: RunPlan, wandb_mode: str | None) -> list[tuple[str, str, str]]:
+    """How wandb logs (None: not said by the caller) and the names it logs under."""
+    if "wandb" not in plan.logger_backends:
+        mode = ("off", "logger.backends has no wandb (logger=console): metrics go to the console and the metrics file")
+    else:
+        mode = (wandb_mode or ("offline" if plan.wandb_offline else "online"),
+                "logger.offline / WANDB_MODE; offline runs: wandb dir below, `wandb sync` it")
+    return [("wandb mode", *mode),
+            ("wandb project", plan.wandb_project, "trainer.project_name"),
+            ("wandb run name", plan.wandb_run_name, "trainer.experiment_name"),
+            ("wandb run id", plan.wandb_run_id, "WANDB_RUN_ID (env): stable per run id")]
+
+
+def path_rows(plan: RunPlan, verl_config_path: str) -> list[tuple[str, str, str]]:
+    """The run's paths, printed whole below the table, one a line (a table cell would cut or fold them)."""
+    rows = [("checkpoint dir", plan.checkpoint_dir, "trainer.default_local_dir; metrics/ of every attempt")]
+    if plan.wandb_dir:
+        rows.append(("wandb dir", plan.wandb_dir, "WANDB_DIR (env), in the checkpoint dir: " + (
+            f"offline-run-* to `wandb sync`: wandb sync {plan.run_dir}/wandb" if plan.wandb_offline else
+            f"wandb's run files (offline: offline-run-* to `wandb sync`: wandb sync {plan.run_dir}/wandb)")))
+    rows += [("run dir", plan.run_dir, "snapshot/, train.log of this launch"),
+             ("verl config", verl_config_path, "validated by verl.utils.config.validate_config (a pass is reused for "
+                                               "the same config and verl: src/verl_config/cache.py)")]
+    return rows
+
+
+def width() -> int:
+    """The terminal's width (shutil honours COLUMNS), FALLBACK_WIDTH where the output is no terminal."""
+    return shutil.get_terminal_size(fallback=(FALLBACK_WIDTH, 24)).columns
+
+
 def render(plan: RunPlan, command: list[str], verl_config_path: str, console: Console | None = None,
-           lineage: str | None = None) -> None:
-    """`lineage`: for a --from-snapshot run, the line saying whether it reproduces or resumes."""
-    console = console or Console(width=140)
+           lineage: str | None = None, wandb_mode: str | None = None) -> None:
+    """`lineage`: for a --from-snapshot run, the line saying whether it reproduces or resumes. `wandb_mode`: how
+    wandb will log, as the caller reads it from the environment (src/node/preflight.py wandb_mode)."""
+    console = console or Console(width=width())
     if lineage:
         console.print(lineage, soft_wrap=True)
     why = {a.key: f"{a.intent} -> {a.value}: {a.reason}" for a in plan.adjustments}
@@ -138,9 +185,12 @@ def render(plan: RunPlan, command: list[str], verl_config_path: str, console: Co
     reward_title = f"{reward} ({mode[0]})" if mode else reward
     table = Table(title=f"Run plan: {plan.model} / {reward_title} / {plan.algo}",
                   show_lines=False)
-    table.add_column("value")
-    table.add_column("", justify="right")
-    table.add_column("verl key / note")
+    # fold, never "...": a long value or note wraps inside its cell
+    table.add_column("value", overflow="fold")
+    # at most a third of the width: a long value (a run name) folds, the notes keep their room
+    table.add_column("", justify="right", overflow="fold", max_width=max(24, console.width // 3))
+    table.add_column("verl key / note", overflow="fold")
+    cpu = plan.device == "cpu"
     rows = [
         ("GPUs (G = per node x nodes)", f"{plan.gpus_per_node} x {plan.nodes} = {plan.world_size}",
          "trainer.n_gpus_per_node, trainer.nnodes"),
@@ -155,9 +205,10 @@ def render(plan: RunPlan, command: list[str], verl_config_path: str, console: Co
          why.get("log_prob_micro_batch_per_gpu", "rollout/ref.log_prob_micro_batch_size_per_gpu")),
         ("token budget per GPU", b.max_token_len_per_gpu or "-", "dynamic bsz only"),
         ("rollout tensor parallel", b.rollout_tp, why.get("rollout_tp", "rollout.tensor_model_parallel_size")),
-        ("vLLM memory share", plan.gpu_memory_utilization,
-         why.get("gpu_memory_utilization", "rollout.gpu_memory_utilization")),
-        *memory_rows(plan),
+        *(cpu_memory_rows(plan) if cpu else (
+            ("vLLM memory share", plan.gpu_memory_utilization,
+             why.get("gpu_memory_utilization", "rollout.gpu_memory_utilization")),
+            *memory_rows(plan))),
         *attention_rows(plan),
         *sampler_rows(plan),
         ("Ray logical CPUs", f"{plan.ray_num_cpus or 'from cluster'} (need {plan.ray_cpus_needed})",
@@ -165,6 +216,7 @@ def render(plan: RunPlan, command: list[str], verl_config_path: str, console: Co
         ("scorer models", ", ".join(plan.scorer_models) or "none (no service started)", "QE scoring service"),
         ("scorer placement", scorer_where(plan), "scorer.placement"),
         *trains_rows(plan),
+        *(schedule.rows(plan.schedule) if plan.schedule is not None else ()),
         credit_row(plan),
         normalise_row(plan),
         ("per node: GPUs, CPUs", f"{plan.node_gpus}, {plan.node_cpus}",
@@ -173,18 +225,16 @@ def render(plan: RunPlan, command: list[str], verl_config_path: str, console: Co
         *time_limit_rows(plan),
         ("run id", plan.run_id + (f" (reproduces {plan.reproduces})" if plan.reproduces else ""),
          "hash of the training config (src/record/identity.py)"),
-        ("checkpoint dir", plan.checkpoint_dir, "trainer.default_local_dir; metrics/ of every attempt"),
-        ("wandb project", plan.wandb_project, "trainer.project_name"),
-        ("wandb run name", plan.wandb_run_name, "trainer.experiment_name"),
-        ("wandb run id", plan.wandb_run_id, "WANDB_RUN_ID (env): stable per run id"),
-        *((("wandb dir", plan.wandb_dir, "WANDB_DIR (env) is the checkpoint dir: " +
-            ("offline-run-* to `wandb sync`" if plan.wandb_offline else "wandb's run files (WANDB_MODE=offline: "
-             "offline-run-* to `wandb sync`)")),) if plan.wandb_dir else ()),
-        ("run dir", plan.run_dir, "snapshot/, train.log of this launch"),
-        ("verl config", verl_config_path, "validated by verl.utils.config.validate_config (a pass is reused for the same config and verl: src/verl_config/cache.py)"),
+        *wandb_rows(plan, wandb_mode),
     ]
     for name, value, note in rows:
         adjusted = any(note.startswith(str(a.intent) + " -> ") for a in plan.adjustments)
-        table.add_row(name, str(value), f"[yellow]{note}[/yellow]" if adjusted else note)
+        # Text, not markup: a value or a path with [brackets] is shown as it is
+        table.add_row(Text(name), Text(str(value)), Text(note, style="yellow" if adjusted else ""))
     console.print(table)
-    console.print("command: " + shlex.join(command), soft_wrap=True)
+    paths = path_rows(plan, verl_config_path)
+    pad = max(len(name) for name, _, _ in paths)
+    for name, path, note in paths:
+        # whole, never cut or folded: a path is copied from here (a long line soft-wraps in the terminal)
+        console.print(f"{name:<{pad}}  {path}  ({note})", soft_wrap=True, markup=False, highlight=False)
+    console.print("command: " + shlex.join(command), soft_wrap=True, markup=False, highlight=False)

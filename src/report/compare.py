@@ -3,11 +3,16 @@
 Runs that differ only in `seed` are one configuration. Per metric and configuration:
 - the curve: at each step, the mean over the configuration's runs that logged the step, and the
   min and max of those runs (the band);
-- `final`: each run's last logged value; `best`: each run's best value (highest, or lowest for a
-  metric where lower is better; none for a metric without a better direction: length, entropy, KL);
-  each as the mean over the runs, with min, max and `spread` = max - min;
-- `last_step`: the last step each run logged it (a run still training, or one that failed, has
-  fewer steps than the others).
+- `step`: the step the configuration is compared at, the last one all its runs that logged the
+  metric reached (a run that failed or is still training has fewer steps than the others: issue 51
+  finding 9, a "final" of seed 1 at step 10 averaged with a failed seed 2 at step 6 is a value no
+  plot shows);
+- `final`: each run's value at `step` (its last logged at or before it: validation is logged every
+  test_freq steps); `best`: each run's best value up to `step` (highest, or lowest for a metric where
+  lower is better; none for a metric without a better direction: length, entropy, KL); each as the
+  mean over the runs, with min, max and `spread` = max - min; the mean at `step` is the plotted curve's;
+- `last_step`: the last step each run logged it, and `last`: each run's own last value whatever its
+  step (compare.json only).
 
 The metrics, by verl 0.9.1's names (verl/trainer/ppo/metric_utils.py, core_algos.py, v1/trainer_base.py):
 the trained reward `critic/score/mean`; each validation reward `val-core/<data source>/reward/mean@<n>`
@@ -76,16 +81,23 @@ def spread_of(values: list[float]) -> Spread | None:
 
 @dataclass
 class MetricResult:
-    runs: int  # runs of the configuration that logged the metric
-    final: Spread
-    best: Spread | None
+    runs: int  # runs of the configuration compared at `step` (those that logged the metric by then)
+    step: int  # the step compared: the last one every run that logged the metric reached
+    final: Spread  # each run's value at `step`
+    best: Spread | None  # each run's best up to `step`
     last_step: tuple[int, int]  # (min, max) over the runs
     curve: pd.DataFrame  # index step; columns mean, min, max, runs
+    last: Spread | None = None  # each run's own last value, whatever its step
+
+    @property
+    def steps_differ(self) -> bool:
+        return self.last_step[0] != self.last_step[1]
 
     def to_dict(self) -> dict:
-        return {"runs": self.runs, "final": self.final.to_dict(),
+        return {"runs": self.runs, "step": self.step, "final": self.final.to_dict(),
                 "best": self.best.to_dict() if self.best else None,
-                "last_step": {"min": self.last_step[0], "max": self.last_step[1]}}
+                "last_step": {"min": self.last_step[0], "max": self.last_step[1]},
+                "last": self.last.to_dict() if self.last else None}
 
 
 @dataclass
@@ -171,13 +183,17 @@ def _series(run: RunData, name: str) -> pd.Series | None:
 def result_of(series: list[pd.Series], better: str | None) -> MetricResult | None:
     if not series:
         return None
-    finals = [float(s.iloc[-1]) for s in series]
-    bests = [float(s.max() if better == HIGHER else s.min()) for s in series] if better else []
+    last = [int(s.index[-1]) for s in series]
+    step = min(last)  # every run reached it (module docstring)
+    # a run whose first value comes after `step` (it logged nothing by then) is not compared
+    upto = [u for s in series if not (u := s[s.index <= step]).empty]
+    finals = [float(u.iloc[-1]) for u in upto]
+    bests = [float(u.max() if better == HIGHER else u.min()) for u in upto] if better else []
     frame = pd.concat(series, axis=1)
     curve = pd.DataFrame({"mean": frame.mean(axis=1), "min": frame.min(axis=1), "max": frame.max(axis=1),
                           "runs": frame.notna().sum(axis=1)})
-    last = [int(s.index[-1]) for s in series]
-    return MetricResult(len(series), spread_of(finals), spread_of(bests), (min(last), max(last)), curve)
+    return MetricResult(len(upto), step, spread_of(finals), spread_of(bests), (min(last), max(last)), curve,
+                        last=spread_of([float(s.iloc[-1]) for s in series]))
 
 
 @dataclass

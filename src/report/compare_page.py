@@ -13,20 +13,30 @@ from .sweep_dirs import FAILED, RunEntry
 
 TRAINING_STEP_METRICS = (TRAIN_SCORE, "timing_s/step")  # logged at every training step
 COMPARE_HEADER = "# Comparison: "  # compare.md's first line: how a later report knows the dir is its own
-RANGE_NOTE = ("last step: the last step the runs logged (a range: some stopped or are still training); "
-              "final: each run's last logged value; best: each run's best value (none where no direction is "
-              "better: length, entropy, KL); each as the mean over the configuration's seeds, then [min, max] over "
-              "them when there are several (max - min is the spread, in compare.json)")
+RANGE_NOTE = ("step: the step each configuration is compared at, the last training step all its seeds reached "
+              "(the steps they reached in brackets where they differ: a seed failed or is still training); "
+              "final: each seed's value at that step; best: each seed's best value up to it (none where no "
+              "direction is better: length, entropy, KL); each as the mean over the configuration's seeds, then "
+              "[min, max] over them when there are several (max - min is the spread, in compare.json); a value "
+              "marked @N is compared at step N (validation runs every test_freq steps); seeds marked failed "
+              "ended with an error")
+
+
+def primary(name: str) -> bool:
+    """The metrics compare.md shows: the trained reward and each validation reward (the rest: compare.html,
+    compare.json)."""
+    return name == TRAIN_SCORE or name.startswith("val-core/")
 
 
 def _fmt(x: float) -> str:
     return f"{x:.1f}" if abs(x) >= 100 else f"{x:.4f}"
 
 
-def _cell(s: Spread | None, runs: int) -> str:
+def _cell(s: Spread | None, runs: int, at: int | None = None) -> str:
     if s is None:
         return "-"
-    return _fmt(s.mean) + (f" [{_fmt(s.min)}, {_fmt(s.max)}]" if runs > 1 else "")
+    return _fmt(s.mean) + (f" [{_fmt(s.min)}, {_fmt(s.max)}]" if runs > 1 else "") + (
+        f" @{at}" if at is not None else "")
 
 
 def _states(config: Configuration) -> str:
@@ -34,29 +44,40 @@ def _states(config: Configuration) -> str:
 
 
 def _seeds(config: Configuration) -> str:
-    return f"{len(config.runs)} (" + ", ".join("?" if s is None else str(s) for s in config.seeds) + ")"
+    """`2 (1, 2 failed)`: the seeds, each failed one marked."""
+    runs = sorted(config.runs, key=lambda r: (r.seed is None, r.seed))
+    return f"{len(runs)} (" + ", ".join(("?" if r.seed is None else str(r.seed))
+                                        + (" failed" if r.state == FAILED else "") for r in runs) + ")"
 
 
-def _last_step(config: Configuration) -> str:
-    """The last training step the configuration's runs logged (of the trained reward, logged every
-    step; validation metrics only every test_freq): a run that failed or is still training shows as a range."""
+def _step(config: Configuration) -> int | None:
+    """The training step the configuration is compared at (of the trained reward, logged every step;
+    validation metrics only every test_freq)."""
+    result = next((config.metrics[k] for k in TRAINING_STEP_METRICS if k in config.metrics), None)
+    return None if result is None else result.step
+
+
+def _step_cell(config: Configuration) -> str:
     result = next((config.metrics[k] for k in TRAINING_STEP_METRICS if k in config.metrics), None)
     if result is None:
         return "-"
     lo, hi = result.last_step
-    return str(hi) if lo == hi else f"{lo}-{hi}"
+    return str(result.step) + (f" (reached {lo}-{hi})" if lo != hi else "")
 
 
-def table(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
-    header = [*comparison.swept, "seeds", "runs", "last step"]
-    for m in comparison.metrics:
+def table(comparison: Comparison, only_primary: bool = False) -> tuple[list[str], list[list[str]]]:
+    metrics = [m for m in comparison.metrics if primary(m.name) or not only_primary]
+    header = [*comparison.swept, "seeds", "runs", "step"]
+    for m in metrics:
         header += [f"{m.short} final", f"{m.short} best"]
     rows = []
     for config in comparison.configurations:
-        row = [config.params[k] for k in comparison.swept] + [_seeds(config), _states(config), _last_step(config)]
-        for m in comparison.metrics:
+        step = _step(config)
+        row = [config.params[k] for k in comparison.swept] + [_seeds(config), _states(config), _step_cell(config)]
+        for m in metrics:
             r = config.metrics.get(m.name)
-            row += [_cell(r.final, r.runs), _cell(r.best, r.runs)] if r else ["-", "-"]
+            at = None if r is None or r.step == step else r.step
+            row += [_cell(r.final, r.runs, at), _cell(r.best, r.runs, at)] if r else ["-", "-"]
         rows.append(row)
     return header, rows
 
@@ -69,12 +90,15 @@ def _problems(comparison: Comparison, entries: list[RunEntry]) -> list[tuple[str
 
 
 def render_markdown(title: str, comparison: Comparison, entries: list[RunEntry]) -> str:
-    header, rows = table(comparison)
+    header, rows = table(comparison, only_primary=True)
+    rest = [m.short for m in comparison.metrics if not primary(m.name)]
     lines = [f"{COMPARE_HEADER}{title}", "",
              f"{len(entries)} runs in {len(comparison.configurations)} configurations; swept: "
              f"{', '.join(comparison.swept) or 'nothing (the runs differ in seed only)'}.", "",
              "| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|",
              *("| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows), "", RANGE_NOTE + "."]
+    if rest:
+        lines += ["", f"The other {len(rest)} metrics ({', '.join(rest)}) are in compare.html and compare.json."]
     problems = _problems(comparison, entries)
     if problems:
         lines += ["", "## Runs that failed or have nothing to compare", ""]

@@ -30,6 +30,10 @@ def test_local_sweep_writes_summary_json_with_each_jobs_outcome(isolated_paths):
     assert [r["starts"] for r in rows] == [0, 0]  # a dry run never starts training (attempts.jsonl)
     for r in rows:
         assert (sweep / r["run_dir"].rsplit("/", 1)[1] / "snapshot" / "plan.json").is_file()
+    # issue 51 (finding 8): it ended without a summary line or the sweep dir; now as a Slurm sweep ends
+    end = result.stderr.strip().splitlines()[-3:]
+    assert end[0] == f"[sweep] summary: 2 succeeded, 0 failed ({sweep / sweep_summary.SUMMARY_FILE})", result.stderr[-2000:]
+    assert end[1].startswith("  ok     #0 (algo=grpo ") and end[2].startswith("  ok     #1 (algo=dapo ")
 
     # the grpo job's checkpoint dir now holds another run (a hand-set path, a hash collision): that
     # job is refused, the dapo job still runs, and the summary says which is which
@@ -43,3 +47,7 @@ def test_local_sweep_writes_summary_json_with_each_jobs_outcome(isolated_paths):
     assert [r["state"] for r in rows] == ["failed", "succeeded"]
     assert "holds run 0badc0de trained with another config" in rows[0]["error"]
     assert rows[1]["error"] is None
+    # the summary names the failed job with its error, and Hydra adds no second copy of it
+    assert f"[sweep] summary: 1 succeeded, 1 failed ({second / sweep_summary.SUMMARY_FILE})" in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == "1 of 2 jobs of the sweep failed: #0"
+    assert "Error executing job" not in result.stderr and "HYDRA_FULL_ERROR" not in result.stderr

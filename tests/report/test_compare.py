@@ -64,9 +64,12 @@ def _logged(sweep: Path) -> dict[tuple[str, int], dict[int, dict]]:
     return out
 
 
-def _expected(values_by_seed: list[list[float]], better: str | None) -> dict:
-    finals = [v[-1] for v in values_by_seed]
-    bests = [(max(v) if better == "higher" else min(v)) for v in values_by_seed] if better else None
+def _expected(values_by_seed: list[dict[int, float]], better: str | None) -> dict:
+    """final and best at the last step every seed reached (issue 51 finding 9), from {step: value} per seed."""
+    step = min(max(v) for v in values_by_seed)
+    upto = [[v[t] for t in sorted(v) if t <= step] for v in values_by_seed]
+    finals = [v[-1] for v in upto]
+    bests = [(max(v) if better == "higher" else min(v)) for v in upto] if better else None
     def agg(xs):
         return {"mean": sum(xs) / len(xs), "min": min(xs), "max": max(xs), "spread": max(xs) - min(xs)}
     return {"final": agg(finals), "best": agg(bests) if bests else None}
@@ -102,7 +105,7 @@ def test_trained_reward_against_the_logged_formula(compared):
     computes the batch's mean in float32: 1e-6)."""
     for config in compared["configurations"]:
         algo = config["params"]["algo"]
-        series = [[sb.train_score(algo, s, t) for t in range(1, STEPS[(algo, s)] + 1)] for s in (1, 2)]
+        series = [{t: sb.train_score(algo, s, t) for t in range(1, STEPS[(algo, s)] + 1)} for s in (1, 2)]
         got = config["metrics"]["critic/score/mean"]
         want = _expected(series, "higher")
         _close(got["final"], want["final"], 1e-6)
@@ -123,7 +126,7 @@ def test_every_metric_against_the_files_read_with_json(sweep, compared, metric, 
     assert meta[metric]["better"] == better
     for config in compared["configurations"]:
         algo = config["params"]["algo"]
-        series = [[logged[(algo, s)][t][metric] for t in sorted(logged[(algo, s)]) if metric in logged[(algo, s)][t]]
+        series = [{t: logged[(algo, s)][t][metric] for t in sorted(logged[(algo, s)]) if metric in logged[(algo, s)][t]}
                   for s in (1, 2)]
         want = _expected(series, better)
         got = config["metrics"][metric]
@@ -174,8 +177,8 @@ def test_files_and_the_markdown_table(sweep, compared):
     assert {m["plot"] for m in compared["metrics"]} == names - {"compare.md", "compare.html", "compare.json"}
     md = (out / "compare.md").read_text(encoding="utf-8")
     table = [line for line in md.splitlines() if line.startswith("| ")]
-    assert table[0].startswith("| algo | seeds | runs | last step | reward final | reward best |")
-    assert table[1].startswith("| dapo | 2 (1, 2) | 1 done, 1 failed | 3-6 |")
+    assert table[0].startswith("| algo | seeds | runs | step | reward final | reward best |")
+    assert table[1].startswith("| dapo | 2 (1, 2 failed) | 1 done, 1 failed | 3 (reached 3-6) |")
     assert table[2].startswith("| grpo | 2 (1, 2) | 2 done | 6 |")
     grpo = compared["configurations"][1]["metrics"]["critic/score/mean"]["final"]
     assert f"{grpo['mean']:.4f} [{grpo['min']:.4f}, {grpo['max']:.4f}]" in table[2]
@@ -279,7 +282,8 @@ def test_the_page_in_a_browser(sweep, compared, browser):
     assert page.page_scripts() == [] and page.errors() == []
     rows = page.eval("""[...document.querySelectorAll('table.compare tbody tr')].map(r =>
         [r.className, ...[...r.cells].slice(0, 4).map(c => c.textContent)])""")
-    assert rows == [["failed", "dapo", "2 (1, 2)", "1 done, 1 failed", "3-6"], ["", "grpo", "2 (1, 2)", "2 done", "6"]]
+    assert rows == [["failed", "dapo", "2 (1, 2 failed)", "1 done, 1 failed", "3 (reached 3-6)"],
+                    ["", "grpo", "2 (1, 2)", "2 done", "6"]]
     headers = page.eval("[...document.querySelectorAll('table.compare th')].map(h => h.textContent)")
     assert len(headers) == 4 + 2 * len(compared["metrics"])
     # the failed run's error, markup included, is text: no element made of it
