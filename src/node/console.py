@@ -31,9 +31,12 @@ TAIL_LINES = 20  # of a failed run, the log's last lines the terminal did not sh
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 # Ray's prefix on a worker's line: `(TaskRunner pid=12)`, `(WorkerDict pid=3, ip=10.0.0.1)`
-_RAY_PREFIX = re.compile(r"^\s*\([^()]*pid=\d+[^()]*\)\s?")
-_RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\]")
-_WARNING = re.compile(r"\bWARN(?:ING)?\b|\b\w*Warning:")
+# (vLLM's own process prefix may follow: `(vLLMHttpServer pid=5) (MainProcess pid=5) WARNING ...`)
+_RAY_PREFIX = re.compile(r"^(?:\s*\([^()]*pid=\d+[^()]*\)\s?)+")
+# Ray's dedup suffix, with its advice: `[repeated 2x across cluster] (Ray deduplicates logs by default. ...)`
+_RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\].*$")
+# a log level (`WARNING 11-28 ...`, `WARNING:name:`, `\tWARN x.py`), not the word in a value ('NCCL_DEBUG': 'WARN')
+_WARNING = re.compile(r"(?:^|[\s:\]\[])WARN(?:ING)?(?=[\s:\]\[]|$)|\b\w*Warning:")
 _ERROR = re.compile(r"\b(?:ERROR|CRITICAL|FATAL)\b|^error:|\b\w+(?:Error|Exception):")
 # lines that are never noise: the time-limit protocol (src/trainer/entry.py, src/node/training.py)
 _ALWAYS = ("time limit:",)

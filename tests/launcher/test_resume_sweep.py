@@ -1,8 +1,9 @@
 """`python -m src.launch --resume-sweep <sweep dir>` (issue 51, finding 14): a sweep's failed and unfinished jobs
 run again in the same sweep dir, each in its own run dir and checkpoint dir, and the jobs that succeeded are
-left alone. Real local sweeps with a stand-in training command (`debug.train_command_override`) that saves a
-checkpoint like verl, resumes from it, and fails on purpose while a flag file exists; the Slurm submitter's
-choice of jobs is tested on its own function (no cluster)."""
+left alone. Real local sweeps with a stand-in training command (`debug.train_command_override`,
+tests/helpers/resumable_train.py) that saves a checkpoint like verl, resumes from it, and fails on purpose while
+a flag file exists; the Slurm submitter's choice of jobs is tested on its own function (no cluster; the dev
+cluster's run: tests/slurm/test_sweeps.py test_resume_sweep_resubmits_only_the_failed_job)."""
 from __future__ import annotations
 
 import json
@@ -17,26 +18,10 @@ from src.record import sweep_resume, sweep_summary
 from src.record.sweep_summary import FAILED, PENDING, SUCCEEDED, SweepJob
 from tests.helpers.launches import launch
 from tests.helpers.refusals import assert_one_line_refusal
+from tests.helpers.resumable_train import starts
 
 REPO = Path(__file__).resolve().parents[2]
-
-# verl's resume, in small: the step in latest_checkpointed_iteration.txt of the checkpoint dir, one more saved;
-# every start recorded in the run dir; exit 3 for job #1 while <tmp>/fail exists
-TRAINER = """
-import json, os, sys
-from pathlib import Path
-run, ckpt = Path(os.environ["QE_RL_RUN_DIR"]), Path(os.environ["QE_RL_CHECKPOINT_DIR"])
-latest = ckpt / "latest_checkpointed_iteration.txt"
-start = int(latest.read_text()) if latest.exists() else 0
-ckpt.mkdir(parents=True, exist_ok=True)
-latest.write_text(str(start + 1))
-with open(run / "starts.jsonl", "a") as f:
-    f.write(json.dumps({"resumed_from": start, "checkpoint_dir": str(ckpt)}) + "\\n")
-if run.name.startswith("1_") and Path(sys.argv[1]).exists():
-    print("stand-in: failing on purpose", flush=True)
-    sys.exit(3)
-print("stand-in: trained", flush=True)
-"""
+TRAINER = REPO / "tests" / "helpers" / "resumable_train.py"  # fails job #1 while <tmp>/fail exists
 
 
 @pytest.fixture
@@ -46,21 +31,14 @@ def sweep_args(tmp_path) -> list[str]:
         rows = [make_row(Example("今天天气很好。", "The weather is nice today.", "zh", "en"), dataset_name="wmt_zh_en",
                          template="base", split=split, index=i) for i in range(4)]
         write_parquet_atomic(rows, tmp_path / "data" / "wmt_zh_en" / f"{split}.parquet")
-    script = tmp_path / "trainer.py"
-    script.write_text(TRAINER)
     return ["--multirun", "seed=1,2,3", "model=qwen2.5_0.5b", "reward=comet", "gpus=1", "batch.prompts_per_step=4",
             "batch.mini_batch_prompts=4", "debug.skip_scorer=true",
-            f"debug.train_command_override='{sys.executable} {script} {tmp_path}/fail'",
+            f"debug.train_command_override='{sys.executable} {TRAINER} {tmp_path}/fail'",
             f"paths.output_dir={tmp_path}/out", f"paths.results_root={tmp_path}/results",
             f"paths.model_root={tmp_path}/models", f"paths.data_root={tmp_path}/data"]
 
 
 ENV = {"CUDA_VISIBLE_DEVICES": "0", "SLURM_CPUS_PER_TASK": "16"}
-
-
-def _starts(run_dir: str) -> list[dict]:
-    path = Path(run_dir) / "starts.jsonl"
-    return [json.loads(l) for l in path.read_text().splitlines()] if path.exists() else []
 
 
 def test_resume_sweep_runs_only_the_failed_job_again_in_its_own_run_dir(tmp_path, sweep_args):
@@ -70,7 +48,7 @@ def test_resume_sweep_runs_only_the_failed_job_again_in_its_own_run_dir(tmp_path
     (sweep,) = (tmp_path / "out" / "multirun").iterdir()
     rows = sweep_summary.read(sweep)
     assert [r["state"] for r in rows] == [SUCCEEDED, FAILED, SUCCEEDED], rows
-    before = {r["idx"]: _starts(r["run_dir"]) for r in rows}
+    before = {r["idx"]: starts(r["run_dir"]) for r in rows}
     assert [len(s) for s in before.values()] == [1, 1, 1]
 
     (tmp_path / "fail").unlink()
@@ -84,8 +62,8 @@ def test_resume_sweep_runs_only_the_failed_job_again_in_its_own_run_dir(tmp_path
     assert [r["state"] for r in rows_after] == [SUCCEEDED] * 3, rows_after
     assert [r["run_dir"] for r in rows_after] == [r["run_dir"] for r in rows]
     # the finished jobs did not start again; the failed one resumed from its own checkpoint dir
-    assert _starts(rows[0]["run_dir"]) == before[0] and _starts(rows[2]["run_dir"]) == before[2]
-    resumed = _starts(rows[1]["run_dir"])
+    assert starts(rows[0]["run_dir"]) == before[0] and starts(rows[2]["run_dir"]) == before[2]
+    resumed = starts(rows[1]["run_dir"])
     assert [s["resumed_from"] for s in resumed] == [0, 1]
     assert resumed[0]["checkpoint_dir"] == resumed[1]["checkpoint_dir"]
     assert "already holds this run's snapshot (a requeued or resumed job): reusing it" in out
@@ -93,7 +71,7 @@ def test_resume_sweep_runs_only_the_failed_job_again_in_its_own_run_dir(tmp_path
     # once every job succeeded, there is nothing to resume
     done = launch(["--resume-sweep", str(sweep)], env_extra=ENV)
     assert done.returncode == 0 and f"[sweep] nothing to resume in {sweep}: all 3 job(s) succeeded" in done.stdout
-    assert sum(len(_starts(r["run_dir"])) for r in rows_after) == 4
+    assert sum(len(starts(r["run_dir"])) for r in rows_after) == 4
 
 
 def test_a_job_that_never_started_runs_and_a_changed_expansion_is_refused(tmp_path, sweep_args):
@@ -118,7 +96,7 @@ def test_a_job_that_never_started_runs_and_a_changed_expansion_is_refused(tmp_pa
     changed = launch(["--resume-sweep", str(sweep)], env_extra=ENV)
     assert changed.returncode == 2
     assert_one_line_refusal(changed.stderr, "error: ", "job #1 ran with seed=7, the sweep's command now makes seed=2 (", "conf/ or sweeps/ changed since")
-    assert sum(len(_starts(r["run_dir"])) for r in rows) == 5
+    assert sum(len(starts(r["run_dir"])) for r in rows) == 5
 
 
 @pytest.mark.parametrize("args, says", [

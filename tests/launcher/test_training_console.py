@@ -129,9 +129,22 @@ def test_a_tty_gets_one_redrawn_progress_bar(tmp_path):
     ("WARNING:transfer_queue:[client_3f2a]: Background thread did not stop within timeout",
      "WARNING:transfer_queue:[client_9c01]: Background thread did not stop within timeout"),
     ("/x/y.py:12: UserWarning: the file '/a/b.bin' is old", "/z/y.py:40: UserWarning: the file '/c/d.bin' is old"),
+    # vLLM's own prefix after Ray's; Ray's dedup suffix with its advice (from a real CPU-loop train.log)
+    ("\x1b[36m(vLLMHttpServer pid=23057)\x1b[0m (MainProcess pid=23057) WARNING 11-28 03:23:30 [cpu.py:224] Triton "
+     "is not installed.", "(pid=9) WARNING 11-28 03:23:31 [cpu.py:224] Triton is not installed.\x1b[32m [repeated 2x "
+     "across cluster] (Ray deduplicates logs by default. Set RAY_DEDUP_LOGS=0 to disable log deduplication)\x1b[0m"),
 ])
 def test_warnings_that_differ_only_in_names_numbers_and_paths_share_a_key(a, b):
     assert console.warning_key(a) == console.warning_key(b)
+
+
+def test_a_log_level_in_a_value_is_not_a_warning(tmp_path):
+    view = console.ProgressConsole("r", stream=io.StringIO(), tty=False)
+    view.begin(tmp_path / "train.log", {})
+    view.line("ray init kwargs: {'runtime_env': {'env_vars': {'NCCL_DEBUG': 'WARN', 'VLLM_LOGGING_LEVEL': 'WARN'}}}\n")
+    view.line("2026-11-28 03:22:56,119\tWARNING authentication_token_setup.py:85 -- Token authentication is enabled\n")
+    shown = view.stream.getvalue()
+    assert "ray init kwargs" not in shown and "Token authentication is enabled" in shown
 
 
 def test_warnings_with_different_messages_do_not_share_a_key():
