@@ -88,14 +88,15 @@ def _main(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--from-snapshot" in argv:
         return pipeline.from_snapshot_command(argv)
+    resuming = None
     if pipeline.RESUME_SWEEP_FLAG in argv:
         try:
-            resumed, line = pipeline.resume_sweep_argv(argv)
+            resumed, resuming = pipeline.resume_sweep_argv(argv)
         except pipeline.UsageError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return pipeline.USAGE_EXIT
-        print(line, flush=True)
         if resumed is None:
+            print(resuming)
             return 0
         argv = resumed  # the sweep's own command, in its own dir: checked and run as any sweep
     if any(a in ("--help", "-h") for a in argv):
@@ -106,6 +107,8 @@ def _main(argv: list[str] | None) -> int:
     code = check(argv)
     if code is not None:
         return code
+    if resuming:
+        print(resuming, flush=True)
 
     import hydra
 
