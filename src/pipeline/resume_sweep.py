@@ -119,7 +119,7 @@ def expanded_jobs(overrides: list[str]) -> list[list[str]]:
         combos = config.sweep_jobs(overrides, True, sweeper_params)
     except Exception as exc:  # the sweep's command no longer composes: the pre-launch check's line says why
         raise UsageError(f"the sweep's recorded command no longer composes ({config.one_line(exc)}); conf/ "
-                          f"changed since it ran") from None
+                         f"changed since it ran") from None
     return [[o for o in combo if not config.is_hydra_override(o)] for combo in combos]
 
 
@@ -130,7 +130,7 @@ def _check_rows(sweep_dir: Path, rows: list[dict], jobs: list[list[str]]) -> Non
         if now != ran:
             # only what differs: a sweep's overrides name every path of the command
             was = " ".join(o for o in ran if o not in (now or [])) or "(the same overrides)"
-            makes = " ".join(o for o in now if o not in ran) or "(fewer overrides)" if now is not None else "no such job"
+            makes = "no such job" if now is None else " ".join(o for o in now if o not in ran) or "(fewer overrides)"
             raise UsageError(f"{sweep_dir}/{sweep_summary.SUMMARY_FILE}: job #{idx} ran with {was}, the sweep's "
                              f"command now makes {makes} (conf/ or sweeps/ changed since); resume it with the code "
                              f"it ran with, or launch a new sweep")

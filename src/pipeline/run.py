@@ -321,7 +321,8 @@ def hydra_task(cfg) -> None:
         # (conf/hydra/launcher/slurm.yaml exports it), so the plan's notes say what the job would meet
         environ["WANDB_MODE"] = str(composed["slurm"]["wandb_mode"])
     log = Path(hc.runtime.output_dir) / TRAIN_LOG
-    if local_sweep.summary_path(hc) is not None:  # a local sweep: resumed (--resume-sweep), a finished job stays
+    if local_sweep.summary_path(hc) is not None:
+        # a local sweep resumed with --resume-sweep (src/pipeline/resume_sweep.py): a job that succeeded stays as it is
         skipped = sweep_resume.left_alone(int(hc.job.num), Path(hc.runtime.output_dir))
         if skipped:
             print(skipped, flush=True)

@@ -75,7 +75,8 @@ def left_alone(jobs: list[SweepJob]) -> None:
     for job in jobs:
         row = resumed.finished.get(job.idx)
         if row is not None:
-            job.state, job.job_id, job.log, job.run_dir = SUCCEEDED, row.get("job_id"), row.get("log"), row.get("run_dir")
+            job.state, job.job_id = SUCCEEDED, row.get("job_id")
+            job.log, job.run_dir = row.get("log"), row.get("run_dir")
             print(f"[sweep] #{job.idx} succeeded before: left alone ({job.run_dir})", flush=True)
             continue
         moved = sweep_resume.own_run_dir_refusal(job.idx, job.run_dir)

@@ -95,7 +95,8 @@ def test_a_job_that_never_started_runs_and_a_changed_expansion_is_refused(tmp_pa
     summary.write_text(json.dumps(rows))
     changed = launch(["--resume-sweep", str(sweep)], env_extra=ENV)
     assert changed.returncode == 2
-    assert_one_line_refusal(changed.stderr, "error: ", "job #1 ran with seed=7, the sweep's command now makes seed=2 (", "conf/ or sweeps/ changed since")
+    assert_one_line_refusal(changed.stderr, "error: ", "job #1 ran with seed=7, the sweep's command now makes seed=2 (",
+                            "conf/ or sweeps/ changed since")
     assert sum(len(starts(r["run_dir"])) for r in rows) == 5
 
 

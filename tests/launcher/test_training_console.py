@@ -75,7 +75,8 @@ def test_the_terminal_shows_progress_warnings_once_and_the_log_path_and_train_lo
     assert log.count("Background thread did not stop") == 2
     # the terminal: a handful of lines
     assert len(lines) < 15, shown
-    assert lines[0] == f"[0_tiny_grpo_seed1] training started; full log (every worker's output): {tmp_path}/run/train.log"
+    log_path = tmp_path / "run" / "train.log"
+    assert lines[0] == f"[0_tiny_grpo_seed1] training started; full log (every worker's output): {log_path}"
     assert lines[-1] == (f"[0_tiny_grpo_seed1] training ended; 90 repeated warning(s) not shown again; "
                          f"full log: {tmp_path}/run/train.log")
     assert sum("Attempted to load weight" in l for l in lines) == 1

@@ -329,5 +329,6 @@ def test_resume_sweep_resubmits_only_the_failed_job(sweep):
     assert [r["run_dir"] for r in after] == [r["run_dir"] for r in rows]
     assert [s["resumed_from"] for s in starts(rows[0]["run_dir"])] == [0]
     resumed = starts(rows[1]["run_dir"])
-    assert [s["resumed_from"] for s in resumed] == [0, 1] and resumed[0]["checkpoint_dir"] == resumed[1]["checkpoint_dir"]
+    assert [s["resumed_from"] for s in resumed] == [0, 1]
+    assert resumed[0]["checkpoint_dir"] == resumed[1]["checkpoint_dir"]
     assert (sweep.dir / "code.1" / "CODE_SNAPSHOT.json").is_file()
