@@ -3,6 +3,7 @@
     python -m src.launch reward=xcomet_xl gpus=4 dry_run=true
     python -m src.launch --multirun hydra/launcher=slurm reward=comet,xcomet_xl gpus=8
     python -m src.launch --from-snapshot outputs/runs/<run>/snapshot [--resume] [dry_run=true]
+    python -m src.launch --resume-sweep outputs/multirun/<time>
 
 Bad input is refused with one line and exit code 2 before anything is written or submitted: the
 pre-launch check (src/pipeline/precheck.py) composes and plans every job first. Then Hydra runs
@@ -17,7 +18,7 @@ from src import config, pipeline
 # Hydra's own flags that print or explain instead of running: no pre-launch check for them
 _INFO_FLAGS = ("--help", "-h", "--hydra-help", "--info", "--cfg", "-c")
 # our own flags, read here before Hydra sees the command line
-_OWN_FLAGS = ("--from-snapshot", "--resume")
+_OWN_FLAGS = ("--from-snapshot", "--resume", "--resume-sweep")
 # every flag Hydra 1.3's argument parser knows (hydra/_internal/utils.py get_args_parser): another
 # one would end in argparse's usage text and "unrecognized arguments" instead of one line
 _HYDRA_FLAGS = ("--help", "-h", "--hydra-help", "--version", "--cfg", "-c", "--resolve", "--package", "-p",
@@ -33,10 +34,13 @@ def usage() -> str:
         "       python -m src.launch --multirun [hydra/launcher=slurm] key=a,b ...   a sweep (one job per value)",
         "       python -m src.launch --multirun +sweep=<name> [key=value ...]      a sweep kept in sweeps/",
         "       python -m src.launch --from-snapshot <run dir>/snapshot [--resume] [dry_run=true|false]",
+        "       python -m src.launch --resume-sweep <sweep dir>",
         "",
         "  --from-snapshot DIR  run a past run again exactly, from its snapshot: from step 0 in a new",
         "                       checkpoint dir; a dry run's snapshot dry-runs again unless dry_run=false",
         "  --resume             with --from-snapshot: continue that run in its own checkpoint dir",
+        "  --resume-sweep DIR   a sweep's failed and unfinished jobs again, each resuming in its own run dir",
+        "                       (the sweep's own command, from DIR/multirun.yaml); the succeeded ones left alone",
         f"  +sweep=NAME          sweeps/: {', '.join(sweeps) or '(none)'}",
         "  Values with spaces or non-ASCII characters need quotes for Hydra: \"paths.data_root='/data/数据'\"",
         "  Exit codes: 0 done, 2 bad input (nothing written), another: the run started and failed",
@@ -55,7 +59,8 @@ def check(argv: list[str]) -> int | None:
         return pipeline.USAGE_EXIT
     unknown = [f for f in flags if f.split("=", 1)[0] not in _HYDRA_FLAGS + _OWN_FLAGS]
     if unknown:
-        print(f"error: unknown option {unknown[0]}: the launcher's own are --from-snapshot DIR and --resume, "
+        print(f"error: unknown option {unknown[0]}: the launcher's own are --from-snapshot DIR, --resume and "
+              f"--resume-sweep DIR, "
               f"Hydra's --multirun, --help, --cfg job, ... (python -m src.launch --help)", file=sys.stderr)
         return pipeline.USAGE_EXIT
     overrides = [a for a in argv if not a.startswith("-")]
@@ -83,6 +88,17 @@ def _main(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if "--from-snapshot" in argv:
         return pipeline.from_snapshot_command(argv)
+    resuming = None
+    if pipeline.RESUME_SWEEP_FLAG in argv:
+        try:
+            resumed, resuming = pipeline.resume_sweep_argv(argv)
+        except pipeline.UsageError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return pipeline.USAGE_EXIT
+        if resumed is None:
+            print(resuming)
+            return 0
+        argv = resumed  # the sweep's own command, in its own dir: checked and run as any sweep
     if any(a in ("--help", "-h") for a in argv):
         print(usage())
     argv, note = pipeline.on_cpu_without_gpu(argv)
@@ -91,6 +107,8 @@ def _main(argv: list[str] | None) -> int:
     code = check(argv)
     if code is not None:
         return code
+    if resuming:
+        print(resuming, flush=True)
 
     import hydra
 

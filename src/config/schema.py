@@ -324,6 +324,10 @@ class Config:
     smoke: bool = False
     # experiment=learn_tiny enables it: after training, the launcher checks that the policy learnt
     learn: LearnSchema = field(default_factory=LearnSchema)
+    # the terminal during training (src/node/console.py): false shows start-up phases, one progress line per
+    # step, each warning once and errors in full; true echoes every line of verl's, its Ray workers' and
+    # vLLM's output. train.log in the run dir has every line either way
+    verbose: bool = False
 
 
 def register() -> None:

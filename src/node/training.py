@@ -1,4 +1,5 @@
-"""Runs verl for a planned run: a subprocess whose output goes to the console and a log file.
+"""Runs verl for a planned run: a subprocess whose output goes to a log file, every line, and to the
+terminal through a `Console` (src/node/console.py: progress, warnings once, errors; or every line).
 
 `services` is the seam for processes that must live exactly as long as training (the QE
 scoring service): each is a context manager entered before verl starts and exited on every
@@ -22,7 +23,6 @@ import select
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -33,6 +33,7 @@ from src.plan.time_limit import REQUEUE_S
 from src.record.redact import scrub
 from src.trainer import time_limit
 
+from .console import Console
 from .leftovers import Leftovers
 from .process_group import stop_group
 from .startup import StartupClock
@@ -275,13 +276,16 @@ def _stop(proc: subprocess.Popen, grace_s: float = 30.0) -> None:
 
 def run(command: list[str], env: dict, log_path: Path,
         services: Iterable[Callable[[dict], ContextManager[dict]]] = (), stop: TrainingStop | None = None,
-        watch: TimeLimitWatch | None = None, clock: StartupClock | None = None) -> int:
-    """Start services, run `command` streaming to stdout and `log_path`, stop everything. Raises
+        watch: TimeLimitWatch | None = None, clock: StartupClock | None = None,
+        console: Console | None = None) -> int:
+    """Start services, run `command` streaming to `log_path` (every line) and `console` (the terminal;
+    None: every line too), stop everything. Raises
     ServiceFailure when a service called `stop` (training was terminated for it). With `watch`, a
     time-limit signal makes training save and end, then the job is requeued (may not return). `clock`
     marks the training command's start and the start-up phases its output shows (src/node/startup.py)."""
     stop = stop or TrainingStop()
     clock = clock or StartupClock()
+    console = console or Console()
     log_path.parent.mkdir(parents=True, exist_ok=True)
     # beside the log, per launch: a requeued job must not read the last attempt's reason
     stop_file = log_path.parent / "training_stop.txt"
@@ -304,16 +308,21 @@ def run(command: list[str], env: dict, log_path: Path,
             proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     start_new_session=True)
             clock.mark("training_started")
+            console.begin(log_path, env)
             stop.attach(proc)
             if watch is not None:
                 watch.attach(proc)
+            code = None
             try:
                 for line in output_lines(proc.stdout):
+                    seen = len(clock.phases)
                     clock.observe(line)
+                    for phase in list(clock.phases)[seen:]:
+                        console.phase(phase, clock.phases[phase])
                     line = scrub(line, env)
-                    sys.stdout.write(line)
                     log.write(line)
                     log.flush()
+                    console.line(line)
                 code = proc.wait()
                 if watch is not None:
                     watch.training_ended()
@@ -324,6 +333,7 @@ def run(command: list[str], env: dict, log_path: Path,
                 if removed:
                     log.write(f"removed {len(removed)} files verl/vLLM left behind (src/node/leftovers.py): "
                               f"{', '.join(removed)}\n")
+                console.end(code)
             reason = stop.reason or (_read_stop(stop_file) if code != 0 else None)
             if reason is not None:
                 log.write(f"training stopped: {reason}\n")

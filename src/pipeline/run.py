@@ -18,10 +18,10 @@ from omegaconf import OmegaConf
 
 from src import config, verl_config
 from src.data.checks import DataFileError
-from src.node import environment, preflight, ray_cluster, scorer_service, startup, training
+from src.node import console, environment, preflight, ray_cluster, scorer_service, startup, training
 from src.plan import PlanError, RunPlan, build_plan, with_train_rows, with_trains
 from src.plan.table import render as render_plan
-from src.record import attempts, identity, snapshot
+from src.record import attempts, identity, snapshot, sweep_resume
 from src.record.sweep_summary import FAILED, PENDING, SUCCEEDED
 from src.slurm.task import slurm_task
 from src.verl_config import checks as verl_checks
@@ -207,7 +207,8 @@ def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dic
     def relaunch(e: dict, l: Path) -> int:
         """The smoke's second launch (its resume): its own clock, from now."""
         again = startup.relaunch(run_dir)
-        return training.run(command, env=e, log_path=l, services=services(again), stop=stop, clock=again)
+        return training.run(command, env=e, log_path=l, services=services(again), stop=stop, clock=again,
+                            console=console.for_run(run_dir.name, bool(composed.get("verbose"))))
 
     log = run_dir / TRAIN_LOG
     # in a Slurm job: the time-limit signal has the step in progress saved, then the job requeued
@@ -215,7 +216,7 @@ def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dic
              if task is not None and plan.time_limit is not None else None)
     try:
         code = training.run(command, env=env, log_path=log, services=services(clock), stop=stop, watch=watch,
-                            clock=clock)
+                            clock=clock, console=console.for_run(run_dir.name, bool(composed.get("verbose"))))
     except (ray_cluster.RayBootstrapError, scorer_service.ScorerError, training.ServiceFailure) as exc:
         raise RunError(str(exc)) from None
     if smoke.requested(composed):  # experiment=smoke: check each stage, prove resume, print the verdict
@@ -322,6 +323,17 @@ def hydra_task(cfg) -> None:
         # (conf/hydra/launcher/slurm.yaml exports it), so the plan's notes say what the job would meet
         environ["WANDB_MODE"] = str(composed["slurm"]["wandb_mode"])
     log = Path(hc.runtime.output_dir) / TRAIN_LOG
+    if local_sweep.summary_path(hc) is not None:
+        # a local sweep resumed with --resume-sweep (src/pipeline/resume_sweep.py): a job that succeeded stays as it is
+        skipped = sweep_resume.left_alone(int(hc.job.num), Path(hc.runtime.output_dir))
+        if skipped:
+            print(skipped, flush=True)
+            return
+        moved = sweep_resume.own_run_dir_refusal(int(hc.job.num), hc.runtime.output_dir)
+        if moved:
+            print(f"error: {moved}", file=sys.stderr)
+            local_sweep.record(hc, log, FAILED, moved)
+            raise RunError(moved, USAGE_EXIT)
     # a local sweep's summary.json, row by row (a Slurm sweep's is its submitter's)
     local_sweep.record(hc, log, PENDING)
     try:

@@ -63,6 +63,28 @@ def _plan_jobs(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx
     return jobs
 
 
+def left_alone(jobs: list[SweepJob]) -> None:
+    """A resumed sweep (--resume-sweep, src/record/sweep_resume.py): a job that succeeded before keeps its
+    row and is not submitted; one whose run dir is named differently now is not submitted either (it would
+    not resume in its own), and says why. The others stay pending: they are submitted."""
+    from src.record import sweep_resume
+
+    resumed = sweep_resume.current()
+    if resumed is None:
+        return
+    for job in jobs:
+        row = resumed.finished.get(job.idx)
+        if row is not None:
+            job.state, job.job_id = SUCCEEDED, row.get("job_id")
+            job.log, job.run_dir = row.get("log"), row.get("run_dir")
+            print(f"[sweep] #{job.idx} succeeded before: left alone ({job.run_dir})", flush=True)
+            continue
+        moved = sweep_resume.own_run_dir_refusal(job.idx, job.run_dir)
+        if moved:
+            job.job_id, job.state, job.error = "(not submitted)", FAILED, moved
+            print(f"[sweep] FAILED {job.label()}: {moved}", file=sys.stderr, flush=True)
+
+
 def _dry_run_here(launcher, jobs: list[SweepJob], sweep_dir: Path) -> None:
     """dry_run=true: each job planned, validated and snapshotted here, as a dry run on the node would
     (issue 33: a dry run called sbatch); Slurm checked each request without a submission before."""
@@ -106,10 +128,12 @@ def launch(launcher, job_overrides: Sequence[Sequence[str]], initial_job_idx: in
     sweep_dir = Path(str(config.hydra.sweep.dir))
     code_dir = code_snapshot.unique_dir(sweep_dir)
     everything = _plan_jobs(launcher, job_overrides, initial_job_idx, code_dir)
-    jobs = [job for job in everything if not job.dry]
-    if len(jobs) < len(everything):
+    left_alone(everything)
+    jobs = [job for job in everything if not job.dry and job.state == PENDING]
+    dry = [job for job in everything if job.dry and job.state == PENDING]
+    if dry:
         sweep_dir.mkdir(parents=True, exist_ok=True)
-        _dry_run_here(launcher, [job for job in everything if job.dry], sweep_dir)
+        _dry_run_here(launcher, dry, sweep_dir)
     if not jobs:
         return sweep_summary.report(everything, sweep_dir)
 

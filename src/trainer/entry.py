@@ -50,8 +50,10 @@ class TimeLimitSave:
 
     def on_step_end(self):
         super().on_step_end()
-        # the launcher reads start-up's end from it (src/node/startup.py), whatever loggers the run has
-        print(step_end_line(self.global_steps), flush=True)
+        # the launcher reads start-up's end (src/node/startup.py) and the terminal's progress line
+        # (src/node/console.py) from it, whatever loggers the run has; total_training_steps is verl's own
+        # bound of fit's loop (trainer_base.py, PPOTrainer.fit), derived from the data when not set
+        print(step_end_line(self.global_steps, total=self.total_training_steps), flush=True)
         ckpt = self.config.trainer.default_local_dir
         if not time_limit.requested(ckpt):
             return

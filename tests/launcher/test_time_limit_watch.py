@@ -182,10 +182,16 @@ def test_a_local_resume_of_a_dir_with_an_earlier_slurm_attempts_request_trains_t
                     env_extra={"CUDA_VISIBLE_DEVICES": "0", "SLURM_CPUS_PER_TASK": "16", "PYTHONPATH": str(REPO)},
                     timeout=600)
     assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
-    assert [l for l in result.stdout.splitlines() if l.startswith("trainer: step")] == [
+    # the trainer's own lines are in train.log (the terminal shows progress lines: src/node/console.py)
+    (run_dir,) = (tmp_path / "out" / "runs").iterdir()
+    log = (run_dir / "train.log").read_text()
+    assert [l for l in log.splitlines() if l.startswith("trainer: step")] == [
         f"trainer: step {s} done" for s in (3, 4, 5, 6)]
-    assert "trainer: left fit after step 6; saves []" in result.stdout
-    assert "time limit:" not in result.stdout
+    assert "trainer: left fit after step 6; saves []" in log
+    assert "time limit:" not in log + result.stdout
+    # the terminal: one progress line per step, read from the trainer hook's step-end line (of 6 steps)
+    progress = [l.split("] ", 1)[1].split("  ")[0] for l in result.stdout.splitlines() if "] step " in l]
+    assert progress == ["step 3/6", "step 4/6", "step 5/6", "step 6/6"], result.stdout[-3000:]
     assert not time_limit.requested(ckpt) and time_limit.saved(ckpt) is None
 
 

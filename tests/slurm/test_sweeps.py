@@ -21,6 +21,7 @@ import yaml
 
 from tests.helpers.launches import files_under
 from tests.helpers.refusals import assert_one_line_refusal
+from tests.helpers.resumable_train import starts
 from tests.helpers.slurm_sweeps import REPO, SECRETS, Sweep, sacct_tres, scontrol_field, stand_in
 from tests.helpers.verl_device_check import verl_worker_devices
 
@@ -303,3 +304,31 @@ def test_a_queued_job_runs_the_code_and_config_as_submitted(slurm_cluster, tmp_p
         assert json.loads((sweep.dir / "code" / "CODE_SNAPSHOT.json").read_text())["checkout"] == str(checkout)
     finally:
         sweep.cleanup()
+
+
+def test_resume_sweep_resubmits_only_the_failed_job(sweep):
+    """--resume-sweep (issue 51, finding 14): a Slurm sweep of two seeds, job #1 failing while a flag file
+    exists; resumed, only job #1 is submitted again (a new Slurm job), into its own run dir and checkpoint
+    dir, from a new code copy (code.1/); job #0 keeps its row and does not start again."""
+    flag = sweep.tmp / "fail"
+    flag.touch()
+    trainer = f"debug.train_command_override='{sys.executable} {REPO}/tests/helpers/resumable_train.py {flag}'"
+    res = sweep.run(["gpus=2", "seed=1,2", trainer] + sweep.fake_inputs())
+    assert res.returncode == 1, res.stdout + res.stderr
+    rows = sweep.summary()
+    assert [r["state"] for r in rows] == ["succeeded", "failed"], rows
+
+    flag.unlink()
+    again = subprocess.run([sys.executable, "-m", "src.launch", "--resume-sweep", str(sweep.dir)], cwd=sweep.checkout,
+                           env=sweep.env(), capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "running 1 failed (#1) again" in again.stdout and "[sweep] #0 succeeded before: left alone" in again.stdout
+    after = sweep.summary()
+    assert [r["state"] for r in after] == ["succeeded", "succeeded"], after
+    assert after[0]["job_id"] == rows[0]["job_id"] and after[1]["job_id"] != rows[1]["job_id"]
+    assert [r["run_dir"] for r in after] == [r["run_dir"] for r in rows]
+    assert [s["resumed_from"] for s in starts(rows[0]["run_dir"])] == [0]
+    resumed = starts(rows[1]["run_dir"])
+    assert [s["resumed_from"] for s in resumed] == [0, 1]
+    assert resumed[0]["checkpoint_dir"] == resumed[1]["checkpoint_dir"]
+    assert (sweep.dir / "code.1" / "CODE_SNAPSHOT.json").is_file()
