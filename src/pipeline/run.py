@@ -31,7 +31,7 @@ from . import learning, local_sweep, smoke, tiny_build
 from .errors import INTERRUPTED_EXIT, USAGE_EXIT, RunError, UsageError, verl_reason
 from .lineage import Lineage, identify, lineage_line, verl_config_for
 from .preset import moved_geometry_note
-from .precheck import (SLURM_LAUNCHER, check_data_files, debug, detected_gpu_memory, not_writable,
+from .precheck import (SLURM_LAUNCHER, check_data_files, debug, detected_gpu_memory, input_notes, not_writable,
                        outside_multi_node_job)
 
 TRAIN_LOG = "train.log"  # the training command's output, in the run dir
@@ -118,10 +118,11 @@ def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dic
             preflight.check_node(plan, environ)
             # experiment=smoke_tiny / learn_tiny: the tiny models and prompts, built once, before anything reads them
             tiny_build.prepare(plan, composed, environ)
-        # dry runs too: the val/train rows' split tags decide which reward they get (the splits
+        # a dry run notes each model, data or QE file a real launch would not find (issue 51); dry runs
+        # too: the val/train rows' split tags decide which reward they get (the splits
         # as the reward function receives them; absent only in snapshots older than the key)
-        data_notes = check_data_files(plan, composed) + ([f"{wandb_refusal} (a real launch is refused)"]
-                                                         if wandb_refusal else [])
+        data_notes = ((input_notes(plan, composed) if dry else []) + check_data_files(plan, composed)
+                      + ([f"{wandb_refusal} (a real launch is refused)"] if wandb_refusal else []))
         splits = OmegaConf.select(verl_cfg, "reward.custom_reward_function.reward_kwargs.validation_splits")
         if splits is not None:
             preflight.check_data_splits(plan, splits)
