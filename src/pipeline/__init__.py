@@ -2,12 +2,12 @@
 May import: src.config, src.data (the data files' checks), src.plan, src.verl_config, src.record, src.slurm, src.node, src.report (the smoke run's report).
 """
 from .errors import INTERRUPTED_EXIT, USAGE_EXIT, RunError, UsageError
-from .from_snapshot import from_snapshot, from_snapshot_command, snapshot_dir_of
+from .from_snapshot import ALLOW_CHANGED_INPUTS, from_snapshot, from_snapshot_command, snapshot_dir_of
 from .lineage import Lineage, identify
 from .precheck import SLURM_LAUNCHER, precheck
 from .run import execute, hydra_task, run, train_command
 from .smoke import on_cpu_without_gpu
 
-__all__ = ["INTERRUPTED_EXIT", "SLURM_LAUNCHER", "USAGE_EXIT", "Lineage", "RunError", "UsageError", "execute",
+__all__ = ["ALLOW_CHANGED_INPUTS", "INTERRUPTED_EXIT", "SLURM_LAUNCHER", "USAGE_EXIT", "Lineage", "RunError", "UsageError", "execute",
            "from_snapshot", "from_snapshot_command", "hydra_task", "identify", "on_cpu_without_gpu", "precheck", "run",
            "snapshot_dir_of", "train_command"]

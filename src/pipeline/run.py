@@ -21,7 +21,8 @@ from src.data.checks import DataFileError
 from src.node import environment, preflight, ray_cluster, scorer_service, startup, training
 from src.plan import PlanError, RunPlan, build_plan, with_trains
 from src.plan.table import render as render_plan
-from src.record import identity, snapshot
+from src.plan.inputs import run_inputs
+from src.record import fingerprint, identity, snapshot
 from src.record.sweep_summary import FAILED, PENDING, SUCCEEDED
 from src.slurm.task import slurm_task
 from src.verl_config import checks as verl_checks
@@ -144,7 +145,10 @@ def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dic
             try:
                 snap = snapshot.write(
                     run_dir, composed=composed, overrides=overrides, plan=plan.to_dict(), verl_yaml=verl_yaml,
-                    command=command, scorer_python=composed["scorer"]["python"], environ=environ)
+                    command=command, scorer_python=composed["scorer"]["python"], environ=environ,
+                    # what the files it reads look like now: a --from-snapshot re-run compares them
+                    inputs=fingerprint.record((i.what, i.path, i.built) for i in run_inputs(
+                        plan, composed["model"].get("build_dir"), scorer=_scorer_enabled(composed))))
             except OSError as exc:  # the disk filled up meanwhile: snapshot.write left no part of it
                 raise UsageError(f"cannot write the snapshot in {run_dir} ({exc.strerror or exc}); free space "
                                  f"there or set paths.output_dir= elsewhere") from None

@@ -1,9 +1,10 @@
 """The files a run reads, each with the config key that names it: the policy model, the train and val
 data and, when a QE scorer runs, each QE checkpoint with its local encoder and tokenizer dirs.
 
-One list for every place that looks at them (issue 51, finding 4): the node's preflight and a
-dry run's notes (src/node/input_files.py) and a Slurm submission's check before anything is queued
-(src/pipeline/precheck.py). Pure: where they are, never whether they exist.
+One list for every place that looks at them (issue 51, findings 4 and 15): the node's preflight and a
+dry run's notes (src/node/input_files.py), a Slurm submission's check before anything is queued
+(src/pipeline/precheck.py) and the snapshot's fingerprint of them (src/record/fingerprint.py). Pure:
+where they are, never whether they exist.
 """
 from __future__ import annotations
 
