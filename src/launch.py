@@ -18,7 +18,7 @@ from src import config, pipeline
 # Hydra's own flags that print or explain instead of running: no pre-launch check for them
 _INFO_FLAGS = ("--help", "-h", "--hydra-help", "--info", "--cfg", "-c")
 # our own flags, read here before Hydra sees the command line
-_OWN_FLAGS = ("--from-snapshot", "--resume", "--resume-sweep")
+_OWN_FLAGS = ("--from-snapshot", "--resume", "--resume-sweep", pipeline.ALLOW_CHANGED_INPUTS)
 # every flag Hydra 1.3's argument parser knows (hydra/_internal/utils.py get_args_parser): another
 # one would end in argparse's usage text and "unrecognized arguments" instead of one line
 _HYDRA_FLAGS = ("--help", "-h", "--hydra-help", "--version", "--cfg", "-c", "--resolve", "--package", "-p",
@@ -33,7 +33,7 @@ def usage() -> str:
         "usage: python -m src.launch [group=option ...] [key=value ...]      one run (dry_run=true: plan only)",
         "       python -m src.launch --multirun [hydra/launcher=slurm] key=a,b ...   a sweep (one job per value)",
         "       python -m src.launch --multirun +sweep=<name> [key=value ...]      a sweep kept in sweeps/",
-        "       python -m src.launch --from-snapshot <run dir>/snapshot [--resume] [dry_run=true|false]",
+        "       python -m src.launch --from-snapshot <run dir>/snapshot [--resume] [--allow-changed-inputs] [dry_run=...]",
         "       python -m src.launch --resume-sweep <sweep dir>",
         "",
         "  --from-snapshot DIR  run a past run again exactly, from its snapshot: from step 0 in a new",
@@ -41,6 +41,8 @@ def usage() -> str:
         "  --resume             with --from-snapshot: continue that run in its own checkpoint dir",
         "  --resume-sweep DIR   a sweep's failed and unfinished jobs again, each resuming in its own run dir",
         "                       (the sweep's own command, from DIR/multirun.yaml); the succeeded ones left alone",
+        "  --allow-changed-inputs  with --from-snapshot: re-run although the model, data or QE files",
+        "                       differ from what the snapshot recorded (refused otherwise)",
         f"  +sweep=NAME          sweeps/: {', '.join(sweeps) or '(none)'}",
         "  Values with spaces or non-ASCII characters need quotes for Hydra: \"paths.data_root='/data/数据'\"",
         "  Exit codes: 0 done, 2 bad input (nothing written), another: the run started and failed",
@@ -57,10 +59,15 @@ def check(argv: list[str]) -> int | None:
         print("error: --resume continues a past run and needs its snapshot: --from-snapshot "
               "outputs/runs/<run>/snapshot --resume", file=sys.stderr)
         return pipeline.USAGE_EXIT
+    if pipeline.ALLOW_CHANGED_INPUTS in flags and "--from-snapshot" not in flags:
+        print(f"error: {pipeline.ALLOW_CHANGED_INPUTS} re-runs a past run on files that changed since its snapshot "
+              f"and needs it: --from-snapshot outputs/runs/<run>/snapshot {pipeline.ALLOW_CHANGED_INPUTS}",
+              file=sys.stderr)
+        return pipeline.USAGE_EXIT
     unknown = [f for f in flags if f.split("=", 1)[0] not in _HYDRA_FLAGS + _OWN_FLAGS]
     if unknown:
         print(f"error: unknown option {unknown[0]}: the launcher's own are --from-snapshot DIR, --resume and "
-              f"--resume-sweep DIR, "
+              f"--resume-sweep DIR, {pipeline.ALLOW_CHANGED_INPUTS}, "
               f"Hydra's --multirun, --help, --cfg job, ... (python -m src.launch --help)", file=sys.stderr)
         return pipeline.USAGE_EXIT
     overrides = [a for a in argv if not a.startswith("-")]

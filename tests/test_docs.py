@@ -230,8 +230,10 @@ def test_readme_launch_command_passes_the_precheck(line, transcript, following, 
     shown = next((f[len("error: "):] for f in following if f.startswith("error: ")), None)
     try:
         # a Slurm command is for the reader's cluster, not the dev cluster here: Slurm is not asked about its
-        # request, except in a transcript, which shows what a refusal there says
-        precheck(args, multirun, env, ask_slurm=transcript)
+        # request, except in a transcript, which shows what a refusal there says; nor are the model and data
+        # files its jobs read looked for (the reader's too), except in a transcript of that refusal
+        precheck(args, multirun, env, ask_slurm=transcript,
+                 look_for_inputs=transcript and " not found at " in (shown or ""))
     except UsageError as err:
         assert transcript and shown is not None, f"README command refused: {line!r}: {err}"
         # the README may elide the middle of a long message with "..."

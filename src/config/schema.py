@@ -268,6 +268,7 @@ class SlurmSchema:
     max_num_timeout: int = MISSING
     wandb_mode: str = MISSING
     setup: List[str] = MISSING
+    node_local_dirs: List[str] = MISSING
 
 
 @dataclass

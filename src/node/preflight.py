@@ -11,7 +11,9 @@ import subprocess
 from pathlib import Path
 
 from src.plan import RunPlan, ray_cpus_for
-from src.scorer.backends import BACKENDS, KINDS
+from src.plan.inputs import run_inputs, scorer_inputs
+
+from . import input_files
 
 
 class PreflightError(RuntimeError):
@@ -73,29 +75,16 @@ def gpu_memory_gb(environ: dict) -> float | None:
 
 def check_scorer(plan: RunPlan) -> None:
     """The QE service can start: its env's python and every checkpoint it loads exist, a model dir with
-    the files its backend's descriptor says it holds (model_files). (It would fail
-    on its own too, but only after the snapshot is written and with the run half started.)"""
+    the files its backend's descriptor says it holds (model_files; src/node/input_files.py words each
+    problem). (It would fail on its own too, but only after the snapshot is written and with the run half
+    started.)"""
     s = plan.scorer
     if s is None:
         return
     if not Path(s.python).is_file():
         raise PreflightError(f"scorer python not found at {s.python}: run `make setup` (creates .venv-scorer) or "
                              f"set scorer.python")
-    for m in s.models:
-        if not m.path.startswith("hf:") and not Path(m.path).exists():
-            raise PreflightError(f"QE model {m.name} not found at {m.path}; put the checkpoint there or fix "
-                                 f"scorer.models.{m.name}.path (paths.model_root in conf/local/default.yaml)")
-        files = BACKENDS[KINDS[m.kind].backend].model_files if m.kind in KINDS else ()
-        lacking = [f for f in files if Path(m.path).is_dir() and not (Path(m.path) / f).is_file()]
-        if lacking:
-            raise PreflightError(f"QE model {m.name} at {m.path} lacks {', '.join(lacking)}, which a kind {m.kind} "
-                                 f"model dir holds; point scorer.models.{m.name}.path at the model's own dir")
-        if m.encoder and m.encoder.startswith(("/", "./", "../")) and not Path(m.encoder).is_dir():
-            raise PreflightError(f"encoder of QE model {m.name} not found at {m.encoder} "
-                                 f"(scorer.models.{m.name}.encoder)")
-        if m.tokenizer and m.tokenizer.startswith(("/", "./", "../")) and not Path(m.tokenizer).is_dir():
-            raise PreflightError(f"tokenizer of QE model {m.name} not found at {m.tokenizer} "
-                                 f"(scorer.models.{m.name}.tokenizer)")
+    _refuse_first(input_files.problems(scorer_inputs(s)))
 
 
 def run(plan: RunPlan, environ: dict, cpu_count: int | None = None, gpus_per_node_needed: int | None = None,
@@ -106,13 +95,16 @@ def run(plan: RunPlan, environ: dict, cpu_count: int | None = None, gpus_per_nod
 
 
 def check_files(plan: RunPlan, scorer: bool = True) -> None:
-    """The model, the data files and (with `scorer`) the QE models exist."""
-    for what, path in (("model", plan.model_path), ("train data", plan.train_files), ("val data", plan.val_files)):
-        if not Path(path).exists():
-            raise PreflightError(f"{what} not found at {path}; fix the path in conf/local/default.yaml "
-                                 f"(paths.*) or prepare it (docs/data-and-report.md)")
+    """The model, the data files and (with `scorer`) the QE models exist (src/plan/inputs.py lists them).
+    What a launch builds (model.build_dir) is built before this runs (src/pipeline/tiny_build.py)."""
+    _refuse_first(input_files.problems(run_inputs(plan, scorer=False)))
     if scorer:
         check_scorer(plan)
+
+
+def _refuse_first(problems: list[str]) -> None:
+    if problems:
+        raise PreflightError(problems[0])
 
 
 def check_node(plan: RunPlan, environ: dict, cpu_count: int | None = None,

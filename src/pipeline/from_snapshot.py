@@ -6,7 +6,9 @@ re-runs (docs/snapshots.md):
 - the launcher's own config (the plan around verl: scorer service, Ray, preflight) is the
   snapshot's composed config brought into today's shape (src/record/upgrade.py): migrations for
   keys that changed shape, and keys added since filled from today's defaults;
-- the first lines say what was filled and whether any of it changes what verl runs.
+- the first lines say what was filled and whether any of it changes what verl runs, and whether the
+  model, data and QE files it read still look as its snapshot recorded (src/record/fingerprint.py):
+  a real re-run on changed files is refused unless --allow-changed-inputs says to go on.
 What cannot be re-run (a file of the snapshot gone or damaged, a newer snapshot format, a verl
 config today's verl refuses or that names code of ours gone since, a real run of a verl config
 with no reward function) is one `error:` line and exit 2, before anything is written.
@@ -18,12 +20,15 @@ import json
 import sys
 from pathlib import Path
 
-from src.record import snapshot, upgrade
+from src.record import fingerprint, snapshot, upgrade
 
 from .errors import USAGE_EXIT, UsageError
 from .lineage import Lineage
 from .replay import Replay, named_code_problem, prepare
 from .run import execute
+
+# re-run on model/data/QE files that differ from the snapshot's record (src/record/fingerprint.py)
+ALLOW_CHANGED_INPUTS = "--allow-changed-inputs"
 
 
 def snapshot_dir_of(path: Path) -> Path:
@@ -40,8 +45,8 @@ def snapshot_dir_of(path: Path) -> Path:
 def from_snapshot(snapshot_dir: Path, extra: list[str]) -> int:
     """Reproduce a run from step 0 into a new checkpoint dir, or with `--resume` continue it in
     its own dir. Either way a new run dir (snapshot, log) records this launch."""
-    resume = "--resume" in extra
-    extra = [a for a in extra if a != "--resume"]
+    resume, allow_changed = "--resume" in extra, ALLOW_CHANGED_INPUTS in extra
+    extra = [a for a in extra if a not in ("--resume", ALLOW_CHANGED_INPUTS)]
     bad = [a for a in extra if a not in ("dry_run=true", "dry_run=false")]
     if bad:
         print(f"error: --from-snapshot reproduces a run exactly and takes no overrides but dry_run=, got "
@@ -68,7 +73,13 @@ def from_snapshot(snapshot_dir: Path, extra: list[str]) -> int:
               f"project's data, at the first rollout; it cannot train. Its dry run shows its plan; compose a new "
               f"run to train", file=sys.stderr)
         return USAGE_EXIT
-    for line in notice(old, replay):
+    inputs = fingerprint.read(snapshot_dir)
+    changed = fingerprint.changes(inputs)
+    if changed and not composed["dry_run"] and not allow_changed:
+        print(f"error: {_changed_line(changed)}: this re-run would not reproduce the run; restore them, or add "
+              f"{ALLOW_CHANGED_INPUTS} to re-run on today's files", file=sys.stderr)
+        return USAGE_EXIT
+    for line in notice(old, replay) + [inputs_line(inputs, changed, allow_changed)]:
         print(line)
     lineage = Lineage(original=old.original, resume=resume, replay=replay)
     run_dir = _new_run_dir(Path(composed["paths"]["output_dir"]) / "runs", f"from_{snapshot_dir.parent.name}")
@@ -155,6 +166,23 @@ def notice(old: upgrade.Upgraded, replay: Replay) -> list[str]:
         lines.append(f"snapshot: changes what verl runs: no: verl runs the snapshot's own verl_config.yaml, with "
                      f"this run's names and paths{moved}; the filled keys set up only what runs beside verl")
     return lines
+
+
+def _changed_line(changed: list[str]) -> str:
+    return f"the files the run read changed since its snapshot: {'; '.join(changed)}"
+
+
+def inputs_line(inputs: dict | None, changed: list[str], allowed: bool) -> str:
+    """The notice's last line: the files the run read (snapshot/inputs.json) against today's."""
+    if inputs is None:
+        return (f"snapshot: records no fingerprint of the files it read (no {fingerprint.FILE}: written before it "
+                f"existed); they are not compared")
+    if changed:
+        return (f"snapshot: {_changed_line(changed)}; " + (f"re-running on today's files ({ALLOW_CHANGED_INPUTS})"
+                if allowed else f"a real re-run is refused without {ALLOW_CHANGED_INPUTS}"))
+    compared = [i.get("what", "?") for i in inputs["inputs"] if isinstance(i, dict) and i.get("type") in ("file", "dir")]
+    return (f"snapshot: the files it read are as recorded (size and sampled content: {', '.join(compared)})"
+            if compared else "snapshot: none of the files it read existed when it was written; nothing to compare")
 
 
 def _short(value) -> str:

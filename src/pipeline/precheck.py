@@ -19,9 +19,10 @@ from src import config
 from src.config import override_grammar
 from src.config.compose import added_key_refusal
 from src.data import checks as data_checks
-from src.node import preflight
+from src.node import input_files, preflight
 from src.plan import PlanError, RunPlan, build_plan
 from src.plan.batch import batch_for_rows
+from src.plan.inputs import Input, run_inputs
 from src.slurm import request as slurm_request
 from src.slurm.task import SlurmTask, slurm_task
 from src.verl_config import checks as verl_checks
@@ -32,10 +33,13 @@ from .errors import UsageError
 SLURM_LAUNCHER = "hydra_plugins.qe_rl.slurm_launcher.QeRlSlurmLauncher"
 
 
-def precheck(overrides: list[str], multirun: bool, environ: dict | None = None, ask_slurm: bool = True) -> int:
+def precheck(overrides: list[str], multirun: bool, environ: dict | None = None, ask_slurm: bool = True,
+             quiet: bool = False, look_for_inputs: bool = True) -> int:
     """Compose and plan every combination (and its Slurm request when hydra/launcher=slurm, which
-    Slurm itself checks with `sbatch --test-only` unless ask_slurm=False); raise UsageError on the
-    first bad one. Returns the number of jobs."""
+    Slurm itself checks with `sbatch --test-only` unless ask_slurm=False, after the files the jobs
+    read were found on this machine unless look_for_inputs=False); raise UsageError on the first bad
+    one. Returns the number of jobs. Prints a `note:` for each input a Slurm job reads that this
+    machine cannot check (unless quiet)."""
     environ = dict(os.environ if environ is None else environ)
     try:
         refusal = added_key_refusal(overrides)
@@ -61,6 +65,7 @@ def precheck(overrides: list[str], multirun: bool, environ: dict | None = None, 
         # (a single run): not composing it again saves a third of a cached dry run
         fixed_job = [o for o in fixed if not config.is_hydra_override(o)]
         checked: dict = {}  # data files already checked (a sweep's jobs share them)
+        inputs: dict = {}  # the files each job reads, checked once all jobs planned (a sweep's jobs share them)
         requests: dict[str, dict] = {}  # each distinct Slurm request, as the sweep submits it
         for combo in combos:
             job = [o for o in combo if not config.is_hydra_override(o)]
@@ -87,6 +92,10 @@ def precheck(overrides: list[str], multirun: bool, environ: dict | None = None, 
                     launcher, plan, bool(debug(composed).get("nodes_as_tasks")),
                     list((composed.get("slurm") or {}).get("setup") or []), code_dir=str(Path(str(out_dir)) / "code"))
                 requests.setdefault(slurm_request.request_key(params), params)
+                inputs.update(dict.fromkeys(job_inputs(plan, composed)))
+        for note in slurm_inputs_notes(inputs) if look_for_inputs else ():  # raises on one this machine sees missing
+            if not quiet:
+                print(f"note: {note}")
         if on_slurm and shutil.which("sbatch") is None:
             raise UsageError("hydra/launcher=slurm needs Slurm (no sbatch on PATH); on a workstation, start the "
                              "dev cluster first: see slurm/README.md")
@@ -127,7 +136,7 @@ def _explained(exc: BaseException, overrides: list[str], multirun: bool, environ
     if retry:
         key, plus = retry
         try:
-            precheck(plus, multirun, environ)
+            precheck(plus, multirun, environ, quiet=True)
         except UsageError as refused:
             if repr(key.rsplit(".", 1)[-1]) in str(refused):
                 return str(refused)
@@ -178,13 +187,8 @@ def check_data_files(plan: RunPlan, composed: dict, checked: dict | None = None)
             checked[(path, template)] = data_checks.check_prepared(path, what, template, split)
     dry = bool(composed.get("dry_run"))
     rows = checked.get((plan.train_files, template))
-    if rows is None:
-        if not dry:
-            return []
-        if (composed.get("model") or {}).get("build_dir"):  # src/pipeline/tiny_build.py prepares it
-            return [f"train data {plan.train_files} does not exist yet; a real launch builds it (model.build_dir)"]
-        return [f"train data {plan.train_files} does not exist yet; a real launch needs it (python -m "
-                f"src.data.prepare ... --split train --out {plan.train_files})"]
+    if rows is None:  # not there (yet): the inputs' check says so (input_notes, slurm_inputs_notes)
+        return []
     if rows < plan.batch.prompts_per_step:
         # a step the data fills, as the plan derives it (the step rounds up to the mini batch: both keys)
         fits = batch_for_rows(composed, plan.gpus_per_node, plan.world_size, rows)
@@ -197,6 +201,44 @@ def check_data_files(plan: RunPlan, composed: dict, checked: dict | None = None)
             raise data_checks.DataFileError(short)
         return [f"{short} (a real launch is refused)"]
     return []
+
+
+def job_inputs(plan: RunPlan, composed: dict) -> list[tuple[Input, tuple[str, ...]]]:
+    """The files a job reads (src/plan/inputs.py), each with the job's slurm.node_local_dirs."""
+    node_local = tuple(str(d) for d in (composed.get("slurm") or {}).get("node_local_dirs") or ())
+    build_dir = (composed.get("model") or {}).get("build_dir")
+    return [(inp, node_local) for inp in run_inputs(plan, build_dir, scorer=not debug(composed).get("skip_scorer"))]
+
+
+def input_notes(plan: RunPlan, composed: dict) -> list[str]:
+    """A dry run's notes on the files a real launch reads: every one it would not find (what a launch
+    builds, model.build_dir, excepted), or could not check from here (slurm.node_local_dirs)."""
+    notes = []
+    for inp, node_local in job_inputs(plan, composed):
+        missing = input_files.problem(inp)
+        if missing is None:
+            continue
+        unseen = input_files.unseen_from_here(inp, node_local)
+        notes.append(f"{unseen}: not checked here, the compute node checks it" if unseen
+                     else f"{missing} (a real launch is refused)")
+    return notes
+
+
+def slurm_inputs_notes(inputs) -> list[str]:
+    """Before a Slurm sweep is submitted: a file a job reads that this machine can see and is missing is
+    bad input (UsageError, one line), found here instead of on the node after the wait in the queue; what
+    cannot be checked from here (a hub id, a path under slurm.node_local_dirs) is returned as notes."""
+    notes = []
+    for inp, node_local in inputs:
+        unseen = input_files.unseen_from_here(inp, node_local)
+        if unseen:
+            notes.append(f"{unseen}: not checked before submitting, the compute node checks it")
+            continue
+        missing = input_files.problem(inp)
+        if missing:
+            raise UsageError(f"{missing}; checked on this machine before submitting (a path that only the compute "
+                             f"nodes have: list its dir in slurm.node_local_dirs)")
+    return list(dict.fromkeys(notes))
 
 
 def detected_gpu_memory(composed: dict, environ: dict) -> float | None:

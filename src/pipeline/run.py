@@ -21,7 +21,8 @@ from src.data.checks import DataFileError
 from src.node import console, environment, preflight, ray_cluster, scorer_service, startup, training
 from src.plan import PlanError, RunPlan, build_plan, with_train_rows, with_trains
 from src.plan.table import render as render_plan
-from src.record import attempts, identity, snapshot, sweep_resume
+from src.plan.inputs import run_inputs
+from src.record import attempts, fingerprint, identity, snapshot, sweep_resume
 from src.record.sweep_summary import FAILED, PENDING, SUCCEEDED
 from src.slurm.task import slurm_task
 from src.verl_config import checks as verl_checks
@@ -31,7 +32,7 @@ from . import learning, local_sweep, smoke, tiny_build
 from .errors import INTERRUPTED_EXIT, USAGE_EXIT, RunError, UsageError, verl_reason
 from .lineage import Lineage, identify, lineage_line, verl_config_for
 from .preset import moved_geometry_note
-from .precheck import (SLURM_LAUNCHER, check_data_files, debug, detected_gpu_memory, not_writable,
+from .precheck import (SLURM_LAUNCHER, check_data_files, debug, detected_gpu_memory, input_notes, not_writable,
                        outside_multi_node_job)
 
 TRAIN_LOG = "train.log"  # the training command's output, in the run dir
@@ -118,11 +119,12 @@ def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dic
             preflight.check_node(plan, environ)
             # experiment=smoke_tiny / learn_tiny: the tiny models and prompts, built once, before anything reads them
             tiny_build.prepare(plan, composed, environ)
-        # dry runs too: the val/train rows' split tags decide which reward they get (the splits
+        # a dry run notes each model, data or QE file a real launch would not find (issue 51); dry runs
+        # too: the val/train rows' split tags decide which reward they get (the splits
         # as the reward function receives them; absent only in snapshots older than the key)
         checked: dict = {}  # {(file, template): rows}: the train file's rows give the plan its step count
-        data_notes = check_data_files(plan, composed, checked) + ([f"{wandb_refusal} (a real launch is refused)"]
-                                                                  if wandb_refusal else [])
+        data_notes = ((input_notes(plan, composed) if dry else []) + check_data_files(plan, composed, checked)
+                      + ([f"{wandb_refusal} (a real launch is refused)"] if wandb_refusal else []))
         plan = with_train_rows(plan, checked.get((plan.train_files, (composed.get("data") or {}).get("template"))))
         splits = OmegaConf.select(verl_cfg, "reward.custom_reward_function.reward_kwargs.validation_splits")
         if splits is not None:
@@ -145,7 +147,10 @@ def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dic
             try:
                 snap = snapshot.write(
                     run_dir, composed=composed, overrides=overrides, plan=plan.to_dict(), verl_yaml=verl_yaml,
-                    command=command, scorer_python=composed["scorer"]["python"], environ=environ)
+                    command=command, scorer_python=composed["scorer"]["python"], environ=environ,
+                    # what the files it reads look like now: a --from-snapshot re-run compares them
+                    inputs=fingerprint.record((i.what, i.path, i.built) for i in run_inputs(
+                        plan, composed["model"].get("build_dir"), scorer=_scorer_enabled(composed))))
             except OSError as exc:  # the disk filled up meanwhile: snapshot.write left no part of it
                 raise UsageError(f"cannot write the snapshot in {run_dir} ({exc.strerror or exc}); free space "
                                  f"there or set paths.output_dir= elsewhere") from None

@@ -3,7 +3,8 @@
 Files: composed.yaml (our composed config), overrides.yaml (CLI overrides), plan.json,
 verl_config.yaml (the exact file verl runs), command.txt, git.txt + git.diff, env.json
 (relevant environment, secrets redacted), packages-train.txt / packages-scorer.txt, system.json,
-format.json (the snapshot format, FORMAT). Written into a temp dir and renamed into place, so a
+format.json (the snapshot format, FORMAT), inputs.json (the model, data and QE files as they were:
+src/record/fingerprint.py). Written into a temp dir and renamed into place, so a
 snapshot is whole or absent. Every file passes through the secret scrubber: a secret value never
 lands on disk, even inside a URL. Snapshots of any age are read back by src/record/upgrade.py.
 """
@@ -23,7 +24,7 @@ import yaml
 
 from src.config import CODE_ROOT
 
-from . import git_state
+from . import fingerprint, git_state
 from .redact import REDACTED, is_secret, scrub
 
 SNAPSHOT = "snapshot"
@@ -76,8 +77,9 @@ def system_info() -> dict:
 
 
 def write(run_dir: Path, *, composed: dict, overrides: list[str], plan: dict, verl_yaml: str,
-          command: list[str], scorer_python: str | None, environ: dict) -> Path:
-    """Write <run_dir>/snapshot atomically; returns its path."""
+          command: list[str], scorer_python: str | None, environ: dict, inputs: dict | None = None) -> Path:
+    """Write <run_dir>/snapshot atomically; returns its path. `inputs`: fingerprint.record() of the
+    files the run reads (a re-run compares them: src/pipeline/from_snapshot.py)."""
     target = run_dir / SNAPSHOT
     if target.exists():
         raise FileExistsError(f"{target} already exists; a run dir holds one snapshot")
@@ -100,6 +102,8 @@ def write(run_dir: Path, *, composed: dict, overrides: list[str], plan: dict, ve
         "system.json": json.dumps(system_info(), indent=2) + "\n",
         FORMAT_FILE: json.dumps({"format": FORMAT}) + "\n",
     }
+    if inputs is not None:
+        files[fingerprint.FILE] = fingerprint.to_text(inputs)
     if scorer_python and Path(scorer_python).exists():
         files["packages-scorer.txt"] = installed_packages(scorer_python)
     tmp = Path(tempfile.mkdtemp(prefix=".snapshot-", dir=run_dir))

@@ -136,7 +136,9 @@ def test_train_data_smaller_than_one_step(isolated_paths, tmp_path):
     prepared(tmp_path / "data" / "wmt_zh_en" / "val.parquet", ["val"])
     missing = launch(["reward=comet", "dry_run=true"] + paths)
     assert missing.returncode == 0, missing.stderr
-    assert f"note: train data {train} does not exist yet; a real launch needs it" in missing.stdout
+    assert (f"note: train data not found at {train}; fix the path in conf/local/default.yaml (paths.*) or prepare "
+            f"it (python -m src.data.prepare ... --split train --out {train}) (a real launch is refused)"
+            in missing.stdout.splitlines())
     prepared(train, ["train"] * 40)
     dry = launch(["reward=comet", "dry_run=true"] + paths)
     assert dry.returncode == 0, dry.stderr

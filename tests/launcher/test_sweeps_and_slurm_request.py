@@ -271,7 +271,9 @@ def test_local_example_composes_and_sets_the_slurm_request(tmp_path):
     probe = ("from omegaconf import OmegaConf; from src.config import compose as _compose; from src.pipeline import precheck; "
              "c = _compose(['hydra/launcher=slurm'], with_hydra=True); "
              "print(OmegaConf.to_container(c.hydra.launcher, resolve=True)['partition'], c.slurm.mem_gb); "
-             "print(precheck(['hydra/launcher=slurm', \"gpus=2,'4'\"], True, {}, ask_slurm=False))")
+             # the example's /data is not on this machine: its files are the nodes' to check (issue 51, finding 4)
+             "print(precheck(['hydra/launcher=slurm', \"gpus=2,'4'\", 'slurm.node_local_dirs=[/data]'], True, {}, "
+             "ask_slurm=False, quiet=True))")
     out = subprocess.run([sys.executable, "-c", probe], cwd=checkout, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["gpu", "256", "2"]

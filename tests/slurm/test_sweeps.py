@@ -30,7 +30,8 @@ from tests.helpers.verl_device_check import verl_worker_devices
 def test_dry_run_sweep_submits_nothing_and_has_slurm_test_each_request(sweep):
     """Issue 33 (finding 6): a Slurm sweep with dry_run=true called sbatch. It submits nothing now: each
     distinct request is checked by `sbatch --test-only`, each job planned and snapshotted here."""
-    res = sweep.run(["reward=comet,xcomet_xl", "gpus=2,4", "dry_run=true"], env_extra=SECRETS)
+    # a model and data where the jobs look (issue 51, finding 4: a submission refuses missing ones)
+    res = sweep.run(["reward=comet,xcomet_xl", "gpus=2,4", "dry_run=true"] + sweep.fake_inputs(), env_extra=SECRETS)
     assert res.returncode == 0, res.stdout + res.stderr
     rows = sweep.summary()
     assert [(r["state"], r["job_id"]) for r in rows] == [("succeeded", "(dry run)")] * 4, rows
@@ -65,10 +66,10 @@ def test_a_request_slurm_refuses_is_bad_input_one_line_exit_2_and_no_sweep_dir(s
     written or submitted."""
     too_many_cpus, too_many_gpus = slurm_cluster.cpus + 6, slurm_cluster.gpus
     args, request, fix = {
-        "cpus": (["gpus=2", f"slurm.cpus_per_task={too_many_cpus}", "dry_run=true"],
+        "cpus": (["gpus=2", f"slurm.cpus_per_task={too_many_cpus}", "dry_run=true"] + sweep.fake_inputs(),
                  f"1 node(s) x 2 GPUs, {too_many_cpus} CPUs/task", "ask for fewer GPUs per node (gpus=)"),
         # the issue's command: two nodes on a one-node partition
-        "nodes": (["gpus=2", "nodes=2", "dry_run=true"], "2 node(s) x 2 GPUs, 16 CPUs/task",
+        "nodes": (["gpus=2", "nodes=2", "dry_run=true"] + sweep.fake_inputs(), "2 node(s) x 2 GPUs, 16 CPUs/task",
                   "ask for fewer nodes (nodes=), fewer GPUs per node (gpus=)"),
         # scorer.placement=dedicated: 2 training GPUs + as many scorer GPUs as the node has
         "gpus, real launch": (["gpus=2", "scorer.placement=dedicated", f"scorer.dedicated_gpus={too_many_gpus}"]
@@ -85,13 +86,28 @@ def test_a_request_slurm_refuses_is_bad_input_one_line_exit_2_and_no_sweep_dir(s
 
 
 def test_a_request_without_a_partition_names_the_default_one(sweep, slurm_cluster):
-    command = [a for a in sweep.command(["gpus=2", f"slurm.cpus_per_task={slurm_cluster.cpus + 6}", "dry_run=true"])
+    command = [a for a in sweep.command(["gpus=2", f"slurm.cpus_per_task={slurm_cluster.cpus + 6}", "dry_run=true"]
+                                        + sweep.fake_inputs())
                if not a.startswith("slurm.partition=")]
     res = subprocess.run(command, cwd=sweep.checkout, env=sweep.env(), capture_output=True, text=True, timeout=120)
     assert res.returncode == 2, res.stdout + res.stderr
     assert_one_line_refusal(res.stderr, "error: sbatch refused the request (1 node(s) x 2 GPUs, "
                             f"{slurm_cluster.cpus + 6} CPUs/task, the default partition): ",
                             f"partition {sweep.partition}: 1 node(s)")
+
+
+@pytest.mark.parametrize("dry", ["true", "false"])
+def test_a_missing_model_is_refused_before_anything_is_queued(sweep, dry):
+    """Issue 51 (finding 4): `paths.model_root=/nope` passed (`Slurm would accept ... 1 succeeded`) and a real
+    sweep would have found it missing on the node, after the wait in the queue. Refused here, in one line."""
+    args = [a for a in sweep.fake_inputs() if not a.startswith("paths.model_root=")]
+    res = sweep.run(["gpus=2", "paths.model_root=/nope", f"dry_run={dry}",
+                     f"debug.train_command_override='{stand_in()}'"] + args)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert_one_line_refusal(res.stderr, "error: model not found at /nope/Qwen2.5-3B; ",
+                            "checked on this machine before submitting")
+    assert "[sweep]" not in res.stdout
+    assert not sweep.dir.exists() and files_under(sweep.out) == [] and sweep.job_ids() == []
 
 
 def test_failed_jobs_are_named_with_error_and_log_while_the_others_return(sweep, slurm_cluster):
