@@ -67,6 +67,8 @@ def left_alone(jobs: list[SweepJob]) -> None:
     """A resumed sweep (--resume-sweep, src/record/sweep_resume.py): a job that succeeded before keeps its
     row and is not submitted; one whose run dir is named differently now is not submitted either (it would
     not resume in its own), and says why. The others stay pending: they are submitted."""
+    from hydra.core.utils import JobReturn, JobStatus
+
     from src.record import sweep_resume
 
     resumed = sweep_resume.current()
@@ -77,6 +79,8 @@ def left_alone(jobs: list[SweepJob]) -> None:
         if row is not None:
             job.state, job.job_id = SUCCEEDED, row.get("job_id")
             job.log, job.run_dir = row.get("log"), row.get("run_dir")
+            # Hydra's sweeper reads a return from every job of the sweep (basic_sweeper.py sweep: r.return_value)
+            job.result = JobReturn(overrides=list(job.overrides), status=JobStatus.COMPLETED)
             print(f"[sweep] #{job.idx} succeeded before: left alone ({job.run_dir})", flush=True)
             continue
         moved = sweep_resume.own_run_dir_refusal(job.idx, job.run_dir)
