@@ -173,6 +173,9 @@ def render(plan: RunPlan, command: list[str], verl_config_path: str, console: Co
         *time_limit_rows(plan),
         ("run id", plan.run_id + (f" (reproduces {plan.reproduces})" if plan.reproduces else ""),
          "hash of the training config (src/record/identity.py)"),
+        ("differs from the preset", "named as the run it comes from" if plan.differs_from_preset is None
+         else ", ".join(d["word"] for d in plan.differs_from_preset) or "nothing",
+         "what the run's name reads (src/plan/run_names.py), every word; keys: plan.json, run_identity.json"),
         ("checkpoint dir", plan.checkpoint_dir, "trainer.default_local_dir; metrics/ of every attempt"),
         ("wandb project", plan.wandb_project, "trainer.project_name"),
         ("wandb run name", plan.wandb_run_name, "trainer.experiment_name"),
