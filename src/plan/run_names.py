@@ -1,4 +1,5 @@
-"""A run's names, made here and nowhere else: its checkpoint dir's leaf, its wandb run name and id.
+"""A run's names, made here and nowhere else: its checkpoint dir (prefix and leaf), its wandb project, run name
+and id.
 
 A name says what the run trains differently from the preset it starts from, in the words a researcher
 uses (`seed2_prompts24_kiwi0.5_lr2e-6`): the seed, then one word and value per key of the run's
@@ -289,6 +290,32 @@ def wandb_name(model: str, algo: str, world_size: int, leaf: str) -> str:
     if len(prefix) + len(leaf) > LIMIT and len(leaf) <= LIMIT - REPRO_ROOM:
         prefix = prefix[:max(0, LIMIT - len(leaf))]  # a model or algo name too long for the limit
     return prefix + leaf
+
+
+def reward_names(reward: str, mode: str, span_model: Optional[str]) -> tuple[str, ...]:
+    """How dirs and wandb name the reward: with its mode only where a span model runs (mode train|eval);
+    with mode=off no span model is loaded, and `<reward>_off` would read as "<reward> off"."""
+    return (reward, mode) if span_model else (reward,)
+
+
+def checkpoint_prefix(results_root: str, model: str, reward: tuple[str, ...], algo: str, world_size: int) -> str:
+    # One subtree per world size because FSDP shards are per rank. The run's own dir below it
+    # (with_identity) ends in the run id. No timestamps: requeue/resume find it.
+    return f"{results_root}/{model}/{'_'.join(reward)}/{algo}/gpus{world_size}"
+
+
+def wandb_project(reward: tuple[str, ...], samples_per_step: int) -> str:
+    return f"qe-rl-{'-'.join(reward)}-s{samples_per_step}"
+
+
+def earlier_names(plan) -> tuple[str, str]:
+    """(checkpoint prefix, wandb project) of this run (its plan before with_identity) as runs launched
+    before issue 33 were named: the reward always with its mode (`comet_off`). A run launched then
+    keeps its checkpoints and wandb run there (src/pipeline/lineage.py finds them)."""
+    prefix = Path(plan.checkpoint_dir)
+    earlier = (plan.reward, plan.reward_mode)
+    return (checkpoint_prefix(str(prefix.parents[3]), plan.model, earlier, plan.algo, plan.world_size),
+            wandb_project(earlier, plan.samples_per_step))
 
 
 def name_of_dir(checkpoint_dir: str, rid: str) -> str:

@@ -10,7 +10,6 @@ time_limit.py, attention.py, and the reward's kwargs and token-credit plan of sr
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
 from typing import Optional
 
 from src.config import presets
@@ -22,6 +21,7 @@ from src.rewards.launch import REFUSALS as REWARD_REFUSALS
 from src.rewards.launch import reward_launch
 
 from . import algorithm, run_names
+from .run_names import checkpoint_prefix, reward_names, wandb_project
 from .attention import AttentionPlan, installed_flash_attn, plan_attention
 from .sampler import SamplerPlan, installed_flashinfer, plan_sampler
 from .batch import PIN_KEYS, BatchPlan, plan_batch
@@ -128,32 +128,6 @@ class RunPlan:
         d["batch"]["samples_per_step"] = self.batch.samples_per_step
         d["memory"]["fits"] = self.memory.fits
         return d
-
-
-def reward_names(reward: str, mode: str, span_model: Optional[str]) -> tuple[str, ...]:
-    """How dirs and wandb name the reward: with its mode only where a span model runs (mode train|eval);
-    with mode=off no span model is loaded, and `<reward>_off` would read as "<reward> off"."""
-    return (reward, mode) if span_model else (reward,)
-
-
-def checkpoint_prefix(results_root: str, model: str, reward: tuple[str, ...], algo: str, world_size: int) -> str:
-    # One subtree per world size because FSDP shards are per rank. The run's own dir below it
-    # (with_identity) ends in the run id. No timestamps: requeue/resume find it.
-    return f"{results_root}/{model}/{'_'.join(reward)}/{algo}/gpus{world_size}"
-
-
-def wandb_project(reward: tuple[str, ...], samples_per_step: int) -> str:
-    return f"qe-rl-{'-'.join(reward)}-s{samples_per_step}"
-
-
-def earlier_names(plan: "RunPlan") -> tuple[str, str]:
-    """(checkpoint prefix, wandb project) of this run (its plan before with_identity) as runs launched
-    before issue 33 were named: the reward always with its mode (`comet_off`). A run launched then
-    keeps its checkpoints and wandb run there (src/pipeline/lineage.py finds them)."""
-    prefix = Path(plan.checkpoint_dir)
-    earlier = (plan.reward, plan.reward_mode)
-    return (checkpoint_prefix(str(prefix.parents[3]), plan.model, earlier, plan.algo, plan.world_size),
-            wandb_project(earlier, plan.samples_per_step))
 
 
 def with_trains(plan: "RunPlan", cfg: dict, verl: dict) -> "RunPlan":

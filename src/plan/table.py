@@ -8,7 +8,8 @@ from rich.table import Table
 
 from src.config.schema import Placement
 
-from .run_plan import RunPlan, reward_names
+from .run_names import reward_names
+from .run_plan import RunPlan
 
 
 def stop_rule_rows(plan: RunPlan) -> list[tuple]:
