@@ -146,7 +146,7 @@ class Difference:
     run: object
 
 
-def _match(pattern: str, key: str) -> Optional[str]:
+def key_part(pattern: str, key: str) -> Optional[str]:
     """"" or the part `*` matched when `key` is `pattern`; None when it is not."""
     p, k = pattern.split("."), key.split(".")
     if len(p) != len(k):
@@ -164,7 +164,7 @@ def word_of(key: str) -> tuple[int, Optional[str]]:
     """(rank in WORDS, word) of an identity key; the word None for a copy. A key WORDS lacks: rank
     len(WORDS) and its fallback (the last part without filler, cut to FALLBACK_CHARS)."""
     for rank, (pattern, word) in enumerate(WORDS):
-        caught = _match(pattern, key)
+        caught = key_part(pattern, key)
         if caught is not None:
             return rank, None if word is None else word.replace("{}", caught.replace("_", ""))
     return len(WORDS), fallback_word(key)

@@ -180,7 +180,7 @@ def test_every_key_the_launcher_sets_has_a_word_and_every_other_falls_back_reada
             unreadable[key] = word
     assert unreadable == {}
     stale = [p for p, _ in run_names.WORDS
-             if not any(run_names._match(p, k) is not None for k in _training_keys() + reward_keys + launcher_keys)]
+             if not any(run_names.key_part(p, k) is not None for k in _training_keys() + reward_keys + launcher_keys)]
     assert stale == [], f"words for keys verl's config does not have (renamed upstream?): {stale}"
     assert run_names.fallback_word("actor_rollout_ref.actor.fsdp_config.param_offload") == "paramoffload"
     assert run_names.fallback_word("actor_rollout_ref.rollout.multi_turn.enable") == "multiturn"
