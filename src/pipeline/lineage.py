@@ -4,17 +4,18 @@ relates to the run it came from (a reproduction in a new dir, or --resume in the
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Optional
 
 from omegaconf import DictConfig, OmegaConf
 
 from src import config, verl_config
-from src.plan import RunPlan, build_plan, earlier_names, with_identity
+from src.plan import RunPlan, build_plan, earlier_names, run_names, with_identity
 from src.record import identity
 
 from .errors import UsageError
+from .preset import preset_of
 from .replay import Replay
 
 # What a replayed verl config (--from-snapshot, src/pipeline/replay.py) takes from this run: its
@@ -48,20 +49,22 @@ def scorer_models(plan: RunPlan) -> dict:
             for m in (plan.scorer.models if plan.scorer else ())}
 
 
-def baseline_identity(plan: RunPlan) -> dict | None:
-    """The identity of this run's model, reward (and its mode), algo, GPU count, seed and accelerator with
-    nothing else set: what the run's name is read against (src/record/identity.py readable_name). Nothing of
-    the command line but those, so the name is a function of the id: a setting that changes what is
+def baseline_identity(plan: RunPlan, preset: str | None = None) -> dict | None:
+    """The identity of this run's experiment preset (`preset`, when it starts from one), model, reward (and its
+    mode), algo, GPU count, seed and accelerator with nothing else set: what the run's name is read against
+    (src/plan/run_names.py). Nothing of the command line but those, so the name is a function of the id
+    (and the preset it names): a setting that changes what is
     trained (paths.model_root: other weights; memory.gpu_gb: vLLM's share) is named like any key, one
     that does not (paths.results_root, logger) names nothing. None when that config does not plan
     (e.g. its default batch does not fit): the name is then the seed alone."""
     # the accelerator too (its group is named by trainer.device, which the id holds): what a CPU run needs
     # of verl (conf/accelerator/cpu.yaml) is where it runs, not a setting to name
     # the algo preset by its own name: a run's `grpo+rloo` is read against grpo (src/config/presets.py label)
-    found = _baseline((f"model={plan.model}", f"reward={plan.reward}", f"reward.mode={plan.reward_mode}",
-                       f"algo={plan.algo_preset or plan.algo}", f"gpus={plan.gpus_per_node}", f"nodes={plan.nodes}",
-                       f"seed={plan.seed}", f"accelerator={plan.device}"),
-                      plan.memory.gpu_gb)
+    # the experiment preset first: the groups named after it are this run's (Hydra applies them over the preset's)
+    found = _baseline(((f"experiment={preset}",) if preset else ()) + (
+        f"model={plan.model}", f"reward={plan.reward}", f"reward.mode={plan.reward_mode}",
+        f"algo={plan.algo_preset or plan.algo}", f"gpus={plan.gpus_per_node}", f"nodes={plan.nodes}",
+        f"seed={plan.seed}", f"accelerator={plan.device}"), plan.memory.gpu_gb)
     return None if found is None else dict(found)
 
 
@@ -86,13 +89,15 @@ def identify(plan: RunPlan, composed: dict, overrides: list[str], verl_cfg, line
     ident = identity.identity(OmegaConf.to_container(verl_cfg, resolve=True), scorer_models(plan))
     rid = identity.run_id(ident)
     if lineage is None:
-        baseline = baseline_identity(plan)
-        name = identity.readable_name(ident, ident if baseline is None else baseline, plan.seed,
-                                      verl_config.derived_keys())
+        preset = preset_of(overrides)
+        baseline = baseline_identity(plan, preset)
+        differs = run_names.differences(ident, ident if baseline is None else baseline, verl_config.derived_keys())
+        name = run_names.run_name(preset if baseline is not None else None, plan.seed, differs,
+                                  run_names.name_budget(plan.model, plan.algo, plan.world_size, rid))
         earlier_prefix, earlier_project = earlier_names(plan)
-        plan = with_identity(plan, rid, name)
+        plan = with_identity(plan, rid, name, differs=tuple(asdict(d) for d in differs))
         if not Path(plan.checkpoint_dir).exists() and "trainer.default_local_dir" not in plan.verl_passthrough:
-            # a run launched before its names changed (issue 33) resumes where its checkpoints are
+            # a run launched before its names changed (issues 33, 51) resumes where its checkpoints are
             found = identity.earlier_dirs([Path(plan.checkpoint_dir).parent, Path(earlier_prefix)], rid, ident)
             if len(found) > 1:
                 raise UsageError(f"run {rid} has checkpoints in {len(found)} dirs ({', '.join(map(str, found))}); "
@@ -100,14 +105,14 @@ def identify(plan: RunPlan, composed: dict, overrides: list[str], verl_cfg, line
             if found:
                 old = found[0]
                 plan = replace(plan, checkpoint_dir=str(old), earlier_dir_of=plan.checkpoint_dir,
-                               wandb_run_name=f"{plan.model}-{plan.algo}-g{plan.world_size}-{old.name}",
+                               wandb_run_name=run_names.wandb_name(plan.model, plan.algo, plan.world_size, old.name),
                                wandb_project=(earlier_project if str(old.parent) == earlier_prefix
                                               else plan.wandb_project))
     elif lineage.resume:
         # continue the original in its own dir, whatever the id of today's config: the dir's
         # identity file then says whether it still is the same training config
         original = lineage.original
-        name = identity.name_of_dir(original["checkpoint_dir"], original.get("run_id") or "")
+        name = run_names.name_of_dir(original["checkpoint_dir"], original.get("run_id") or "")
         plan = with_identity(plan, original.get("run_id") or rid, name)
         plan = replace(plan, checkpoint_dir=original["checkpoint_dir"], reproduces=original.get("reproduces"),
                        wandb_run_id=original.get("wandb_run_id") or plan.wandb_run_id,
@@ -117,7 +122,7 @@ def identify(plan: RunPlan, composed: dict, overrides: list[str], verl_cfg, line
         source = original.get("run_id") or rid
         # a reproduction lies beside its original, named as it and in its wandb project, so the two are
         # compared side by side (today's names may differ: issue 33 renamed `comet_off` to `comet`)
-        name = identity.name_of_dir(original["checkpoint_dir"], original.get("run_id") or "")
+        name = run_names.name_of_dir(original["checkpoint_dir"], original.get("run_id") or "")
         plan = replace(plan, checkpoint_dir=str(Path(original["checkpoint_dir"]).parent),
                        wandb_project=original.get("wandb_project") or plan.wandb_project)
         base = with_identity(plan, rid, name).checkpoint_dir
@@ -173,8 +178,8 @@ def _follow(verl_cfg, moved: dict, already: set[str]) -> None:
 def lineage_line(plan: RunPlan, lineage: "Lineage | None") -> str | None:
     if lineage is None:
         if plan.earlier_dir_of:
-            return (f"run {plan.run_id} continues in its dir {plan.checkpoint_dir}, named before issue 33 "
-                    f"(a new run of this config would be named {plan.earlier_dir_of})")
+            return (f"run {plan.run_id} continues in its dir {plan.checkpoint_dir}, named as runs were before "
+                    f"issues 33 and 51 (a new run of this config would be named {plan.earlier_dir_of})")
         return None
     # a snapshot written before run ids existed: its id is computed now, from its own verl config
     original = lineage.original.get("run_id") or plan.reproduces or plan.run_id

@@ -15,6 +15,12 @@ PRESET = re.compile(r"^\+*experiment=(.+)$")
 GPU_COUNT = re.compile(r"^\+*(gpus|nodes)=")
 
 
+def preset_of(overrides: list[str]) -> str | None:
+    """The experiment preset a run starts from (`experiment=smoke_tiny`), or None."""
+    found = [m.group(1) for m in map(PRESET.match, overrides) if m]
+    return found[-1] if found else None
+
+
 def _geometry(plan: RunPlan) -> str:
     b = plan.batch
     return f"{b.prompts_per_step} prompts per step, mini batch {b.mini_batch_prompts}, {b.samples_per_step} samples per step"
@@ -23,8 +29,8 @@ def _geometry(plan: RunPlan) -> str:
 def moved_geometry_note(plan: RunPlan, overrides: list[str]) -> str | None:
     """The line the plan prints when a preset's batch geometry moved because this run's GPU count is
     not the preset's, or None (no preset, the preset's count, or the same geometry at this count)."""
-    presets = [m.group(1) for m in map(PRESET.match, overrides) if m]
-    if not presets or not any(GPU_COUNT.match(o) for o in overrides):
+    preset_name = preset_of(overrides)
+    if not preset_name or not any(GPU_COUNT.match(o) for o in overrides):
         return None
     try:
         cfg = config.compose_config_in_app([o for o in overrides if not GPU_COUNT.match(o)])
@@ -33,6 +39,6 @@ def moved_geometry_note(plan: RunPlan, overrides: list[str]) -> str | None:
         return None
     if preset.world_size == plan.world_size or _geometry(preset) == _geometry(plan):
         return None
-    return (f"experiment={presets[-1]} is set for G={preset.world_size} ({_geometry(preset)}); at G={plan.world_size} "
+    return (f"experiment={preset_name} is set for G={preset.world_size} ({_geometry(preset)}); at G={plan.world_size} "
             f"the plan moved that to {_geometry(plan)} (the plan's adjustments say why): this run trains on other batches than "
             f"the preset's runs and logs to wandb project {plan.wandb_project}, not {preset.wandb_project}")

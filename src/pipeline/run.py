@@ -170,7 +170,8 @@ def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dic
         print(f"dry run: nothing started; snapshot in {snap}; nothing written to {plan.checkpoint_dir}")
         return
     try:
-        identity.record(Path(verl_cfg.trainer.default_local_dir), ident, plan.run_id, plan.reproduces)
+        identity.record(Path(verl_cfg.trainer.default_local_dir), ident, plan.run_id, plan.reproduces,
+                        None if plan.differs_from_preset is None else list(plan.differs_from_preset))
         _record_attempt(run_dir, task, command)
         # training starts now: a time-limit request an earlier attempt left in the checkpoint dir is
         # not this launch's (src/trainer/time_limit.py, "Whose request")

@@ -10,7 +10,6 @@ time_limit.py, attention.py, and the reward's kwargs and token-credit plan of sr
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
 from typing import Optional
 
 from src.config import presets
@@ -21,7 +20,8 @@ from src.rewards.credit.launch import TokenCreditPlan
 from src.rewards.launch import REFUSALS as REWARD_REFUSALS
 from src.rewards.launch import reward_launch
 
-from . import algorithm
+from . import algorithm, run_names
+from .run_names import checkpoint_prefix, reward_names, wandb_project
 from .attention import AttentionPlan, installed_flash_attn, plan_attention
 from .sampler import SamplerPlan, installed_flashinfer, plan_sampler
 from .batch import PIN_KEYS, BatchPlan, plan_batch
@@ -115,6 +115,10 @@ class RunPlan:
     # steps, checkpoint saves and validation, read from the verl config (src/plan/schedule.py; with_trains),
     # the steps from the train file's rows once they are counted (with_train_rows)
     schedule: Optional[Schedule] = None
+    # what this run trains differently from its preset, one word each ({word, key, preset, run}): what its
+    # name reads, also the words the name had no room for (src/plan/run_names.py; filled in by with_identity).
+    # None: named as the run it comes from (--from-snapshot), whose plan.json lists them
+    differs_from_preset: Optional[tuple] = None
 
     @property
     def wandb_dir(self) -> Optional[str]:
@@ -132,32 +136,6 @@ class RunPlan:
         return d
 
 
-def reward_names(reward: str, mode: str, span_model: Optional[str]) -> tuple[str, ...]:
-    """How dirs and wandb name the reward: with its mode only where a span model runs (mode train|eval);
-    with mode=off no span model is loaded, and `<reward>_off` would read as "<reward> off"."""
-    return (reward, mode) if span_model else (reward,)
-
-
-def checkpoint_prefix(results_root: str, model: str, reward: tuple[str, ...], algo: str, world_size: int) -> str:
-    # One subtree per world size because FSDP shards are per rank. The run's own dir below it
-    # (with_identity) ends in the run id. No timestamps: requeue/resume find it.
-    return f"{results_root}/{model}/{'_'.join(reward)}/{algo}/gpus{world_size}"
-
-
-def wandb_project(reward: tuple[str, ...], samples_per_step: int) -> str:
-    return f"qe-rl-{'-'.join(reward)}-s{samples_per_step}"
-
-
-def earlier_names(plan: "RunPlan") -> tuple[str, str]:
-    """(checkpoint prefix, wandb project) of this run (its plan before with_identity) as runs launched
-    before issue 33 were named: the reward always with its mode (`comet_off`). A run launched then
-    keeps its checkpoints and wandb run there (src/pipeline/lineage.py finds them)."""
-    prefix = Path(plan.checkpoint_dir)
-    earlier = (plan.reward, plan.reward_mode)
-    return (checkpoint_prefix(str(prefix.parents[3]), plan.model, earlier, plan.algo, plan.world_size),
-            wandb_project(earlier, plan.samples_per_step))
-
-
 def with_trains(plan: "RunPlan", cfg: dict, verl: dict) -> "RunPlan":
     """The plan with the rows of what verl trains, read from its resolved verl config (a plain dict)."""
     rows = algorithm.trains(cfg, verl, plan.verl_passthrough, token_credit=plan.token_credit is not None,
@@ -173,17 +151,16 @@ def with_train_rows(plan: "RunPlan", train_rows: Optional[int]) -> "RunPlan":
 
 
 def with_identity(plan: "RunPlan", run_id: str, name: str, reproduces: Optional[str] = None,
-                  reproduction: int = 0) -> "RunPlan":
-    """The plan with its run's names: checkpoint dir `<prefix>/<name>-<id>` (plus `-repro<N>` for
-    the N-th reproduction of a run from its snapshot), wandb id and experiment name carrying the id.
-    `plan.checkpoint_dir` is the prefix until this is applied (src/record/identity.py: the id is
-    computed without the names, so they can be derived from it)."""
-    leaf = f"{name}-{run_id}" + (f"-repro{reproduction}" if reproduces else "")
-    # wandb ids: letters, digits, - and _ only; the same id on every attempt resumes the wandb run
-    wandb_id = f"qerl-{run_id}" + (f"-repro{reproduction}" if reproduces else "")
-    return replace(plan, checkpoint_dir=f"{plan.checkpoint_dir}/{leaf}", run_id=run_id, reproduces=reproduces,
-                   wandb_run_id=wandb_id,
-                   wandb_run_name=f"{plan.model}-{plan.algo}-g{plan.world_size}-{leaf}")
+                  reproduction: int = 0, differs: Optional[tuple] = None) -> "RunPlan":
+    """The plan with its run's names (src/plan/run_names.py makes them): checkpoint dir `<prefix>/<name>-<id>`
+    (plus `-repro<N>` for the N-th reproduction of a run from its snapshot), wandb id and experiment name
+    carrying the id. `plan.checkpoint_dir` is the prefix until this is applied (src/record/identity.py: the
+    id is computed without the names, so they can be derived from it). `differs`: what the name reads
+    (run_names.differences), every word of it, also those the name had no room for."""
+    named = run_names.names(plan.model, plan.algo, plan.world_size, name, run_id, reproduction if reproduces else 0)
+    return replace(plan, checkpoint_dir=f"{plan.checkpoint_dir}/{named.leaf}", run_id=run_id, reproduces=reproduces,
+                   wandb_run_id=named.wandb_id, wandb_run_name=named.wandb_name,
+                   differs_from_preset=plan.differs_from_preset if differs is None else differs)
 
 
 _PROBE = object()
@@ -269,7 +246,8 @@ def build_plan(cfg: dict, run_dir: str, gpu_memory_gb: Optional[float] = None, f
         checkpoint_dir=ckpt_dir,
         run_dir=run_dir,
         wandb_project=wandb_project(named, batch.samples_per_step),
-        wandb_run_name=f"{model['name']}-{algo_label}-g{world_size}",
+        # a placeholder until with_identity (the id is computed without it: src/record/identity.py)
+        wandb_run_name=run_names.wandb_name(model["name"], algo_label, world_size, "<run name>"),
         ray_cpus_needed=ray_needed, ray_num_cpus=ray_num_cpus,
         scorer_models=tuple(scorer_models),
         scorer_gpus_per_node=scorer_gpus, node_gpus=gpus_per_node + scorer_gpus, node_cpus=node_cpus,

@@ -11,7 +11,8 @@ from rich.text import Text
 from src.config.schema import Placement
 
 from . import schedule
-from .run_plan import RunPlan, reward_names
+from .run_names import reward_names
+from .run_plan import RunPlan
 
 # the width where the output is no terminal (a log file, a pipe) and COLUMNS is unset
 FALLBACK_WIDTH = 140
@@ -225,6 +226,9 @@ def render(plan: RunPlan, command: list[str], verl_config_path: str, console: Co
         *time_limit_rows(plan),
         ("run id", plan.run_id + (f" (reproduces {plan.reproduces})" if plan.reproduces else ""),
          "hash of the training config (src/record/identity.py)"),
+        ("differs from the preset", "named as the run it comes from" if plan.differs_from_preset is None
+         else ", ".join(d["word"] for d in plan.differs_from_preset) or "nothing",
+         "what the run's name reads (src/plan/run_names.py), every word; keys: plan.json, run_identity.json"),
         *wandb_rows(plan, wandb_mode),
     ]
     for name, value, note in rows:

@@ -1,4 +1,4 @@
-"""A run's identity: what it trains, as a dict, an 8-hex id, and a readable name.
+"""A run's identity: what it trains, as a dict, and an 8-hex id (its names are read from it: src/plan/run_names.py).
 
 The id is a hash of verl's resolved config with the keys that only say where and how to log,
 save or resume taken out (EXCLUDED below), plus the QE models the reward scores with (they live
@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import tempfile
 from pathlib import Path
 from typing import Optional
@@ -134,75 +133,6 @@ def run_id(ident: dict) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
-NAME_CHARS = 100
-# verl's data file keys: a path names the run by its data set's tag (the file's dir, or its stem when the
-# file is not named for its split), never by the path itself; the path is in the snapshot (issue 33)
-DATA_FILES = {"data.train_files": "data", "data.val_files": "valdata"}
-SPLIT_STEMS = ("train", "val", "valid", "validation", "dev", "test")
-
-
-def data_tag(value) -> str:
-    """`/data/mypairs/train.parquet` -> `mypairs`; `/data/flores_dev.parquet` -> `flores_dev`."""
-    paths = value if isinstance(value, (list, tuple)) else [value]
-    tags = []
-    for path in paths:
-        p = Path(str(path))
-        tag = p.parent.name if p.stem.lower() in SPLIT_STEMS and p.parent.name else p.stem
-        if tag not in tags:
-            tags.append(tag)
-    return "+".join(tags) or "none"
-
-
-def _value_text(value) -> str:
-    if isinstance(value, bool) or value is None:
-        return str(value).lower()
-    if isinstance(value, float):
-        return repr(value)  # 3e-06, as the example dirs in docs/outputs.md show
-    if isinstance(value, (list, tuple)):
-        return ",".join(_value_text(v) for v in value)
-    # a file path names itself by its file (/models/Qwen2.5-3B -> Qwen2.5-3B), a class or module path by
-    # its last part (pkg://src.trainer.guard.X -> X)
-    text = str(value).rstrip("/").rsplit("/", 1)[-1]
-    return re.split(r"[.:]", text)[-1] if text.count(".") > 1 or ":" in text else text
-
-
-def readable_name(ident: dict, baseline: dict, seed: int, derived: frozenset = frozenset()) -> str:
-    """`seed1_bleu0.5_lr3e-06`: the seed, then one `<last key part><value>` per key of the identity whose
-    value differs from `baseline`'s (the identity of the same model, reward, algo, GPU count and seed with
-    nothing else set), sorted by key; a data file as `data-<tag>`. A function of the identity alone, so two
-    runs with one id have one name, and an override that changes nothing trained (a default spelled
-    out, data.template) names nothing. `derived`: keys verl's yaml derives from another key (the actor's
-    copy of rollout.n): that key names the change once."""
-    keys = [k for k in differences(baseline, ident) if k not in derived]
-    last = {}
-    for k in keys:
-        last.setdefault(k.split(".")[-1], []).append(k)
-    parts = []
-    for k in keys:
-        value = ident.get(k)
-        if k in DATA_FILES:
-            tag = data_tag(value)
-            if k == "data.val_files" and tag == data_tag(ident.get("data.train_files")):
-                continue  # val files of the same data set as the train files: one tag says both
-            parts.append(f"{DATA_FILES[k]}-{tag}")
-            continue
-        segments = k.split(".")
-        # a switch is named by what it switches (guards.repetition.enable -> repetition); two keys with one
-        # last part (rollout.temperature, val_kwargs.temperature): the parent says which
-        label = (segments[-2] if segments[-1] == "enable" and len(segments) > 1
-                 else segments[-1] if len(last[segments[-1]]) == 1 else ".".join(segments[-2:]))
-        parts.append(label + _value_text(value))
-    text = "_".join([f"seed{seed}"] + parts)
-    text = re.sub(r"[^A-Za-z0-9._+-]+", "-", text)
-    return text[:NAME_CHARS]
-
-
-def name_of_dir(checkpoint_dir: str, rid: str) -> str:
-    """The name part of a checkpoint dir `<name>-<id>[-repro<N>]`: a reproduction keeps its original's."""
-    leaf = Path(checkpoint_dir).name
-    return re.sub(rf"-{re.escape(rid)}(-repro\d+)?$", "", leaf) if rid else leaf
-
-
 def differences(recorded: dict, current: dict) -> list[str]:
     """Keys whose values differ (or exist on one side only), sorted."""
     return sorted(k for k in set(recorded) | set(current) if recorded.get(k, "<absent>") != current.get(k, "<absent>"))
@@ -235,7 +165,8 @@ def check_dir(checkpoint_dir: Path, ident: dict, rid: str) -> Optional[str]:
 
 def earlier_dirs(prefixes: list[Path], rid: str, ident: dict) -> list[Path]:
     """This run's checkpoint dir under a naming it had before (the names changed in issue 33: the
-    reward's `_off`, overrides that trained nothing, data paths): each dir `<name>-<id>` under one of
+    reward's `_off`, overrides that trained nothing, data paths; in issue 51: verl's key names became a
+    researcher's words, within 80 characters): each dir `<name>-<id>` under one of
     `prefixes` whose identity file records this very training config. Only a real launch
     writes that file, so a dir found here holds this run's checkpoints and a relaunch resumes there."""
     found = []
@@ -245,14 +176,18 @@ def earlier_dirs(prefixes: list[Path], rid: str, ident: dict) -> list[Path]:
     return found
 
 
-def record(checkpoint_dir: Path, ident: dict, rid: str, reproduces: Optional[str]) -> None:
+def record(checkpoint_dir: Path, ident: dict, rid: str, reproduces: Optional[str],
+           differs_from_preset: Optional[list] = None) -> None:
     """Write the identity on the first launch (atomically: a whole file or none); later launches
-    keep it (check_dir has compared them already)."""
+    keep it (check_dir has compared them already). `differs_from_preset`: what the dir's name reads, word
+    by word (src/plan/run_names.py), all of it where the name had no room."""
     path = checkpoint_dir / IDENTITY_FILE
     if path.exists():
         return
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
     body = {"run_id": rid, "reproduces": reproduces, "identity": ident}
+    if differs_from_preset is not None:
+        body["differs_from_preset"] = differs_from_preset
     fd, tmp = tempfile.mkstemp(prefix=".run_identity-", dir=checkpoint_dir)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:

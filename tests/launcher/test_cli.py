@@ -147,8 +147,9 @@ def test_sweep_jobs_get_distinct_dirs_and_wandb_ids_whatever_the_override_order(
         assert p["checkpoint_dir"].endswith("-" + p["run_id"]) and p["wandb_run_id"] == "qerl-" + p["run_id"]
         lr = next(o for o in key if o.startswith("trainer.lr")).split("=")[1]
         # 1e-6 is the default: it trains what no lr override trains, so it names nothing (issue 33)
-        assert (f"_lr{float(lr)!r}" in p["checkpoint_dir"]) == (float(lr) != 1e-6)
-        assert "clip_ratio_c2.5" in p["checkpoint_dir"]
+        assert ("_lr3e-6_" in p["checkpoint_dir"]) == (float(lr) == 3e-6)
+        # every word in the plan; the name has room for those first in the table (lr, weights, data, ...)
+        assert "clipc2.5" in [d["word"] for d in p["differs_from_preset"]]
 
     # the same sweep again, overrides in another order: the same ids and dirs (a rerun resumes)
     again_out = out.parent / "again"

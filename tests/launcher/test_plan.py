@@ -80,11 +80,11 @@ def test_names_and_checkpoint_dir_are_stable_and_follow_the_layout(base_cfg):
     # the prefix until the run id is known (src/record/identity.py), then the run's own dir below it
     assert plan.checkpoint_dir == "/res/qwen2.5_3b/xcomet_xl_train/grpo/gpus8"
     assert plan.wandb_project == "qe-rl-xcomet_xl-train-s384"
-    named = with_identity(plan, "0123abcd", "seed7_lr3e-06")
-    assert named.checkpoint_dir == "/res/qwen2.5_3b/xcomet_xl_train/grpo/gpus8/seed7_lr3e-06-0123abcd"
-    assert named.wandb_run_name == "qwen2.5_3b-grpo-g8-seed7_lr3e-06-0123abcd"
+    named = with_identity(plan, "0123abcd", "seed7_lr3e-6")
+    assert named.checkpoint_dir == "/res/qwen2.5_3b/xcomet_xl_train/grpo/gpus8/seed7_lr3e-6-0123abcd"
+    assert named.wandb_run_name == "qwen2.5_3b-grpo-g8-seed7_lr3e-6-0123abcd"
     assert named.wandb_run_id == "qerl-0123abcd" and named.run_id == "0123abcd"
-    repro = with_identity(plan, "0123abcd", "seed7_lr3e-06", reproduces="0123abcd", reproduction=2)
+    repro = with_identity(plan, "0123abcd", "seed7_lr3e-6", reproduces="0123abcd", reproduction=2)
     assert repro.checkpoint_dir.endswith("-0123abcd-repro2") and repro.wandb_run_id == "qerl-0123abcd-repro2"
     assert build_plan(cfg, run_dir="other").checkpoint_dir == plan.checkpoint_dir
     assert plan.ray_cpus_needed == 3 * 8 + 10 and plan.ray_num_cpus is None  # multi-node: from cluster

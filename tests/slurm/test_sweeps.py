@@ -227,7 +227,7 @@ def test_two_job_sweep_writes_two_checkpoint_dirs_and_two_wandb_runs_in_one_grou
     # the swept key first; the model and data paths given on the command line follow (issue 33: a name
     # carries what the id hashes, and a path changes what is trained)
     names = sorted(Path(d).name for d in dirs)
-    assert names[0].startswith("seed1_lr2e-06_") and names[1].startswith("seed1_lr3e-06_"), names
+    assert names[0].startswith("seed1_lr2e-6_") and names[1].startswith("seed1_lr3e-6_"), names
     assert len({s["wandb_run_id"] for s in seen}) == 2
     # grouped by the sweep: its dir's name
     assert {s["wandb_run_group"] for s in seen} == {f"sweep-{sweep.dir.name}"}
