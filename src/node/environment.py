@@ -78,7 +78,8 @@ def split_devices(plan: RunPlan, environ: dict) -> tuple[dict, str | None]:
 
 
 def run_env(plan: RunPlan, environ: dict) -> tuple[dict, str | None]:
-    """The environment of the training processes on this node, and the scorer's GPUs."""
+    """The environment of the training processes on this node, and the scorer's GPUs. The run's own variables
+    (src/trainer/run_vars.py RUN_VARS) are node 0's for every node: the trainer hands them to each Ray actor."""
     env = {**environ, **plan.accelerator_env}
     training_devices, scorer_devices = split_devices(plan, environ)
     env.update(training_devices)

@@ -179,8 +179,11 @@ def _auth_env(folder: Path, create: bool) -> dict:
     return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(path)}
 
 
-def _ray_bin() -> str:
-    return str(Path(sys.executable).with_name("ray"))
+def _ray_bin(python: Optional[str] = None) -> str:
+    """The `ray` CLI of the env that trains: a raylet starts its worker processes with the python that ran
+    `ray start`, so verl's workers and vLLM run in that env (accelerator=cpu: .venv-loop, with vLLM's CPU
+    build and the CPU platform; the launcher's .venv has neither)."""
+    return str(Path(python or sys.executable).with_name("ray"))
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -320,15 +323,17 @@ def release_workers(run_dir: Path, task: SlurmTask) -> None:
 
 @contextlib.contextmanager
 def head(task: SlurmTask, nodes: int, num_cpus: int, num_gpus: int, run_dir: Path, env: dict,
-         join_wait_s: float = JOIN_WAIT_S) -> Iterator[dict]:
+         join_wait_s: float = JOIN_WAIT_S, python: Optional[str] = None) -> Iterator[dict]:
     """Node 0: start the Ray head, publish its address, wait until all `nodes` joined; yields the
-    env for verl (RAY_ADDRESS). On exit: tell the workers, stop this node's Ray."""
+    env for verl (RAY_ADDRESS). On exit: tell the workers, stop this node's Ray. `python`: the training
+    env's (plan.trainer_python; None: this process's)."""
     folder = rendezvous_dir(run_dir, task)
     ports, tmp, ip = node_ports(task.job_id, task.rank), temp_dir(task.job_id, task.rank), node_ip()
     address = f"{ip}:{ports.gcs}"
     auth = _auth_env(folder, create=True)   # before head.json: a worker that sees the address finds it
     env = {**_ray_env(env), **auth}
-    proc = _start(ray_start_command(_ray_bin(), ports, tmp, ip, num_cpus, num_gpus, None), env, folder, task.rank)
+    proc = _start(ray_start_command(_ray_bin(python), ports, tmp, ip, num_cpus, num_gpus, None), env, folder,
+                  task.rank)
     try:
         _wait_port(ip, ports.gcs, proc, 120, folder / f"node-{task.rank}.log")
         _write_atomic(folder / "head.json", json.dumps({"address": address, "job_id": task.job_id,
@@ -348,9 +353,10 @@ def head(task: SlurmTask, nodes: int, num_cpus: int, num_gpus: int, run_dir: Pat
 
 
 def run_worker(task: SlurmTask, num_cpus: int, num_gpus: int, run_dir: Path, env: dict,
-               head_wait_s: float = HEAD_WAIT_S, abort: Callable[[], Optional[str]] = lambda: None) -> int:
+               head_wait_s: float = HEAD_WAIT_S, abort: Callable[[], Optional[str]] = lambda: None,
+               python: Optional[str] = None) -> int:
     """Nodes 1..K-1: join the head once it has published its address; leave when it is done, or
-    when `abort()` names a reason (this node's QE scorer died for good)."""
+    when `abort()` names a reason (this node's QE scorer died for good). `python`: as for `head`."""
     folder = rendezvous_dir(run_dir, task)
     head_file, done = folder / "head.json", folder / "done"
     deadline = time.monotonic() + head_wait_s
@@ -365,7 +371,7 @@ def run_worker(task: SlurmTask, num_cpus: int, num_gpus: int, run_dir: Path, env
     address = json.loads(head_file.read_text(encoding="utf-8"))["address"]
     ports, tmp = node_ports(task.job_id, task.rank), temp_dir(task.job_id, task.rank)
     env = {**_ray_env(env), **_auth_env(folder, create=False)}
-    proc = _start(ray_start_command(_ray_bin(), ports, tmp, node_ip(), num_cpus, num_gpus, address), env,
+    proc = _start(ray_start_command(_ray_bin(python), ports, tmp, node_ip(), num_cpus, num_gpus, address), env,
                   folder, task.rank)
     print(f"ray worker node {task.rank} joining {address} (temp dir {tmp})", flush=True)
     try:

@@ -207,7 +207,7 @@ def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dic
         if plan.nodes > 1:
             # Ray gets the CPUs Slurm granted this task and the training GPUs (not the scorer's)
             started.append(lambda e: ray_cluster.head(task, plan.nodes, task.cpus or plan.node_cpus, plan.gpus_per_node,
-                                                      run_dir, e))
+                                                      run_dir, e, python=plan.trainer_python))
         return started
 
     def relaunch(e: dict, l: Path) -> int:
@@ -250,7 +250,7 @@ def _worker_node(composed: dict, plan: RunPlan, task, run_dir: Path, environ: di
                                           enabled=_scorer_enabled(composed)) as extra:
                 env.update(extra)
                 ray_cluster.run_worker(task, task.cpus or plan.node_cpus, plan.gpus_per_node, run_dir, env,
-                                       abort=lambda: failures[0] if failures else None)
+                                       abort=lambda: failures[0] if failures else None, python=plan.trainer_python)
         except (ray_cluster.RayBootstrapError, scorer_service.ScorerError) as exc:
             raise RunError(str(exc)) from None
     except RunError as exc:

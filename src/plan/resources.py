@@ -25,3 +25,16 @@ def node_resources(cfg: dict, gpus_per_node: int) -> tuple[int, int]:
     if asked is not None:
         cpus = max(cpus, at_least(asked, 1, "slurm.cpus_per_task", f"slurm.cpus_per_task={cpus}"))
     return scorer_gpus, cpus
+
+
+# Ray's resource counts a driver may give only when it starts Ray itself
+RAY_INIT_RESOURCES = ("ray_kwargs.ray_init.num_cpus", "ray_kwargs.ray_init.num_gpus")
+
+
+def for_joined_cluster(verl_keys: dict, nodes: int) -> dict:
+    """An accelerator's verl keys for a run on `nodes` nodes. With more than one, verl's driver joins the Ray
+    cluster the launcher started, whose nodes were given their CPUs and (fake) GPUs by `ray start --num-cpus
+    --num-gpus` (src/node/ray_cluster.py), and ray.init refuses resource counts when it connects (ray 2.60
+    ray/_private/worker.py init: "When connecting to an existing cluster, num_cpus and num_gpus must not be
+    provided"): those keys go."""
+    return verl_keys if nodes == 1 else {k: v for k, v in verl_keys.items() if k not in RAY_INIT_RESOURCES}

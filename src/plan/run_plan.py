@@ -27,7 +27,7 @@ from .sampler import SamplerPlan, installed_flashinfer, plan_sampler
 from .batch import PIN_KEYS, BatchPlan, plan_batch
 from .memory import MemoryPlan, plan_memory
 from .memory_inputs import gpu_size_gb, memory_inputs, refusal
-from .resources import node_resources, ray_cpus_for
+from .resources import for_joined_cluster, node_resources, ray_cpus_for
 from .schedule import Schedule, schedule_of
 from .scorer import ScorerPlan, models_needed, scorer_plan
 from .stop_rules import StopRules, stop_rules
@@ -257,7 +257,7 @@ def build_plan(cfg: dict, run_dir: str, gpu_memory_gb: Optional[float] = None, f
         logger_backends=backends, wandb_offline=bool(cfg["logger"].get("offline", False)),
         device=cfg["accelerator"]["device"], accelerator_env={**accelerator_env, **sampler.env}, sampler=sampler,
         gpu_memory_utilization=memory.vllm_share, scorer=scorer, memory=memory,
-        verl_passthrough=passthrough, accelerator_verl=flatten(cfg["accelerator"].get("verl") or {}),
+        verl_passthrough=passthrough, accelerator_verl=for_joined_cluster(flatten(cfg["accelerator"].get("verl") or {}), nodes),
         trainer_python=cfg["accelerator"].get("python"), stop_rules=rules, time_limit=limit,
         reward_kwargs=reward_side.kwargs, token_credit=reward_side.token_credit, attention=attention,
         # grpo_token with reward.credit=token (src/rewards/credit/estimator.py), grpo_per_component with

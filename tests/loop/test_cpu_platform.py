@@ -93,6 +93,12 @@ def test_accelerator_cpu_sets_verls_platform_and_a_gpu_run_never_loads_it(tmp_pa
     assert any(a.key == "scorer.placement" and a.value == "cpu" for a in cpu.adjustments)
     overrides = ppo_trainer.overrides(cpu, composed)
     assert "++ray_kwargs.ray_init.num_gpus=1" in overrides and "trainer.device='cpu'" in overrides
+    # two nodes: verl's driver joins the cluster the launcher started with each node's fake GPUs (ray start
+    # --num-gpus), and ray.init refuses resource counts when it connects
+    composed2, two = plan_of("accelerator=cpu", "nodes=2")
+    assert not any(k.startswith("ray_kwargs.ray_init.num_") for k in two.accelerator_verl), two.accelerator_verl
+    assert not any("ray_init.num_" in o and "None" not in o and "null" not in o
+                   for o in ppo_trainer.overrides(two, composed2)), ppo_trainer.overrides(two, composed2)
     _, gpu = plan_of()
     assert gpu.device == "cuda" and gpu.trainer_python is None and gpu.accelerator_verl == {}
     assert not any("cpu_platform" in str(v) for v in gpu.accelerator_env.values())

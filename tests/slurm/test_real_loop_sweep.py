@@ -17,12 +17,8 @@ import json
 import math
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-from src.pipeline import tiny_build
-from src.plan import build_plan
-from src.config import compose_config
 from src.trainer import progress
 from tests.helpers.launches import checkpoint_dir, metrics_files
 from tests.helpers.slurm_sweeps import SECRETS, sacct_tres, scontrol_field
@@ -44,12 +40,9 @@ def _run_seconds(job_id: str) -> int:
     return int(h) * 3600 + int(m) * 60 + int(s)
 
 
-def test_a_sweep_of_two_algorithms_trains_for_real_and_the_job_at_its_time_limit_resumes_its_step(sweep, tmp_path):
-    # what the jobs train on, built once before the sweep: two jobs building one tree at once would race
-    build = tmp_path / "tiny-models"
-    overrides = ["experiment=learn_tiny", "accelerator=cpu", f"model.build_dir={build}"]
-    composed = compose_config(overrides + [f"paths.output_dir={tmp_path}/prebuild"])
-    tiny_build.prepare(build_plan(composed, run_dir=str(tmp_path / "prebuild-run"), flash_attn=None), composed)
+def test_a_sweep_of_two_algorithms_trains_for_real_and_the_job_at_its_time_limit_resumes_its_step(sweep,
+                                                                                                  taught_build):
+    overrides = ["experiment=learn_tiny", "accelerator=cpu", f"model.build_dir={taught_build}"]
 
     proc = sweep.start(overrides + [
         "algo=grpo,gspo", "learn.enable=false", f"trainer.total_training_steps={STEPS}",

@@ -238,49 +238,6 @@ def test_two_job_sweep_writes_two_checkpoint_dirs_and_two_wandb_runs_in_one_grou
         assert ckpt.name.endswith("-" + recorded["run_id"])
 
 
-def test_multi_node_ray_bootstrap_head_and_worker_on_one_host(sweep):
-    res = sweep.run(["gpus=2", "nodes=2", "debug.nodes_as_tasks=true",
-                     f"debug.train_command_override='{stand_in('--ray-nodes 2')}'"] + sweep.fake_inputs())
-    assert res.returncode == 0, res.stdout + res.stderr + sweep.slurm_view()
-    (row,) = sweep.summary()
-    run_dir = Path(row["run_dir"])
-    verl = yaml.safe_load((run_dir / "snapshot" / "verl_config.yaml").read_text())
-    assert verl["trainer"]["nnodes"] == 2 and verl["ray_kwargs"]["ray_init"]["num_cpus"] is None
-    seen = json.loads((run_dir / "stand_in.jsonl").read_text())
-    # verl's stand-in joined one Ray cluster of two nodes through RAY_ADDRESS
-    assert seen["ray_nodes"] == 2 and len(set(seen["ray_node_manager_ports"])) == 2, seen
-    (rendezvous,) = (run_dir / "ray").iterdir()
-    assert rendezvous.name == f"{row['job_id']}.0"
-    head = json.loads((rendezvous / "head.json").read_text())
-    assert seen["ray_address"] == head["address"]
-    assert (rendezvous / "done").exists() and (rendezvous / "left-1").exists()   # the worker left first
-    # the job's own Ray token (not ~/.ray): used by verl's driver, gone with the cluster, never on a command line
-    assert seen["ray_auth_mode"] == "token" and not (rendezvous / "ray_auth_token").exists()
-    assert "auth" not in (rendezvous / "node-0.sh").read_text() + (rendezvous / "node-1.sh").read_text()
-
-    def flags(script: Path) -> dict:
-        cmd = script.read_text().splitlines()[-1].split()
-        return dict(a[2:].split("=", 1) for a in cmd if a.startswith("--") and "=" in a)
-
-    def ports(node: dict) -> set:
-        fixed = {int(v) for k, v in node.items() if k.endswith("port") and "worker" not in k}
-        return fixed | set(range(int(node["min-worker-port"]), int(node["max-worker-port"]) + 1))
-
-    node0, node1 = flags(rendezvous / "node-0.sh"), flags(rendezvous / "node-1.sh")
-    assert node1["address"] == head["address"]
-    assert not ports(node0) & ports(node1), (node0, node1)   # head and worker on one host: distinct ports
-    assert node0["temp-dir"] != node1["temp-dir"]
-    assert all(row["job_id"] in node["temp-dir"] for node in (node0, node1))  # ... and per job
-    # everything stopped: no process names either node's temp dir
-    leftover = subprocess.run(["pgrep", "-f", "-a", f"/tmp/qe-rl-ray/{row['job_id']}-"], capture_output=True,
-                              text=True, timeout=15).stdout
-    assert leftover == "", leftover
-    state, tres = sacct_tres(row["job_id"])
-    assert state == "COMPLETED" and tres["gres/gpu"] == "4", tres   # 2 simulated nodes x 2 GPUs
-    for node in (node0, node1):
-        shutil.rmtree(node["temp-dir"], ignore_errors=True)
-
-
 def test_a_queued_job_runs_the_code_and_config_as_submitted(slurm_cluster, tmp_path):
     checkout = tmp_path / "checkout"
     for name in ("src", "conf", "hydra_plugins", "sweeps", "pyproject.toml"):
