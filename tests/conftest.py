@@ -27,6 +27,11 @@ os.environ.setdefault("WANDB_MODE", "offline")
 # config verl passed once is reused, as on a user's second launch. Set here in the xdist controller
 # before its workers start, so they inherit it and share one cache (entries are written atomically)
 os.environ.setdefault("QE_RL_CACHE_DIR", tempfile.mkdtemp(prefix="qe_rl_test_cache-"))
+# an xdist worker has COLUMNS=80 and LINES=24 in its environment, which every launch of a test would inherit:
+# the plan table takes the terminal's width from COLUMNS (src/plan/table.py width), and a test's launch has
+# no terminal (its output is read, as from a log file): the width a log gets. A test that means a width sets it
+for _name in ("COLUMNS", "LINES"):
+    os.environ.pop(_name, None)
 
 # Ctrl-C as a terminal delivers it. A shell without job control starts a background job with SIGINT ignored
 # (POSIX), Python then keeps it ignored, and an ignored signal stays ignored across exec: every process the

@@ -18,7 +18,7 @@ from omegaconf import OmegaConf
 
 from src import config, verl_config
 from src.data.checks import DataFileError
-from src.node import console, environment, preflight, ray_cluster, scorer_service, startup, training
+from src.node import console, environment, leftovers, preflight, ray_cluster, scorer_service, startup, training
 from src.plan import PlanError, RunPlan, build_plan, with_train_rows, with_trains
 from src.plan.table import render as render_plan
 from src.plan.inputs import run_inputs
@@ -249,8 +249,18 @@ def _worker_node(composed: dict, plan: RunPlan, task, run_dir: Path, environ: di
                     scorer_service.scorer(plan, task.rank, run_dir, env, scorer_devices, on_fatal=failures.append,
                                           enabled=_scorer_enabled(composed)) as extra:
                 env.update(extra)
-                ray_cluster.run_worker(task, task.cpus or plan.node_cpus, plan.gpus_per_node, run_dir, env,
-                                       abort=lambda: failures[0] if failures else None, python=plan.trainer_python)
+                # what this node's vLLM and verl workers leave behind (their queues in /dev/shm, 160-250 MB
+                # each): node 0 removes its own after training, this node after its Ray worker stopped
+                left = leftovers.Leftovers()
+                try:
+                    ray_cluster.run_worker(task, task.cpus or plan.node_cpus, plan.gpus_per_node, run_dir, env,
+                                           abort=lambda: failures[0] if failures else None,
+                                           python=plan.trainer_python)
+                finally:
+                    removed = left.remove()
+                    if removed:
+                        print(f"node {task.rank}: removed {len(removed)} files verl/vLLM left behind "
+                              f"(src/node/leftovers.py): {', '.join(removed[:5])}", flush=True)
         except (ray_cluster.RayBootstrapError, scorer_service.ScorerError) as exc:
             raise RunError(str(exc)) from None
     except RunError as exc:

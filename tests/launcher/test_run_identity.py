@@ -368,7 +368,9 @@ def test_a_run_named_before_issue_51_resumes_in_its_dir(tmp_path):
 
     def trainer_dirs(result) -> list[str]:
         assert result.returncode == 0, (result.stdout + result.stderr)[-4000:]
-        return next(line for line in result.stdout.splitlines() if line.startswith("trainer: dir")).split()[2:]
+        # the trainer's own lines are in the launch's train.log (the terminal shows progress lines only)
+        log = max((tmp_path / "out" / "runs").glob("*/train.log"), key=lambda p: p.stat().st_mtime)
+        return next(line for line in log.read_text().splitlines() if line.startswith("trainer: dir")).split()[2:]
 
     first = Path(trainer_dirs(launch(args, env_extra=env, timeout=600))[0])
     rid = first.name.rsplit("-", 1)[1]
