@@ -158,3 +158,14 @@ def mark(sweep: Path, run_dir: Path, state: str, error: str | None = None) -> No
     (row,) = [r for r in rows if Path(r["run_dir"]).name == run_dir.name]
     sweep_summary.write(sweep / sweep_summary.SUMMARY_FILE, [sweep_summary.SweepJob(
         idx=row["idx"], overrides=row["overrides"], run_dir=row["run_dir"], state=state, error=error)])
+
+
+def trained_sweep(tmp: Path, steps: dict[tuple[str, int], int], failed: tuple[str, int], error: str) -> Path:
+    """A dry sweep whose runs logged `steps[(algo, seed)]` steps each, the `failed` run marked failed with `error`."""
+    sweep = dry_sweep(tmp)
+    for (algo, seed), run in runs_by_params(sweep).items():
+        set_train_weights(run)
+        write_metrics(run, algo, seed, steps[(algo, seed)])
+    mark(sweep, runs_by_params(sweep)[failed], sweep_summary.FAILED, error)
+    return sweep
+

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from src.record import sweep_summary
 from src.report.cli import main
 from src.report.compare import compare, metrics_of
 from src.report.compare_plots import plot_metric
@@ -28,11 +27,7 @@ VAL = "val-core/wmt_zh_en/zh-en/reward/mean@1"
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory) -> Path:
-    sweep = sb.dry_sweep(tmp_path_factory.mktemp("common_step"))
-    for (algo, seed), run in sb.runs_by_params(sweep).items():
-        sb.set_train_weights(run)
-        sb.write_metrics(run, algo, seed, STEPS[(algo, seed)])
-    sb.mark(sweep, sb.runs_by_params(sweep)[("dapo", 2)], sweep_summary.FAILED, "RunError: exited with code 1")
+    sweep = sb.trained_sweep(tmp_path_factory.mktemp("common_step"), STEPS, ("dapo", 2), "RunError: exited with code 1")
     assert main([str(sweep)]) == 0
     return sweep
 
