@@ -134,8 +134,12 @@ class Run:
         """(stand-in pid, scorer ready file) once training is running."""
         hold = _wait_for("the stand-in training to run", lambda: (p := self.path("stand_in.holding")) and p.exists()
                          and p.read_text() and p, self.proc, self.log)
-        # training starts while the scorer loads (src/node/scorer_service.py): its ready file may come after
+        # training starts while the scorer loads (src/node/scorer_service.py): its ready file may come after,
+        # and the launcher checks its /health after that; killed before that check, the service would fail its
+        # start (one line, no restart), not die during training (a fresh CI run on a loaded machine did that)
         ready = _wait_for("the scorer's ready file", self.ready, self.proc, self.log)
+        _wait_for("the launcher to see the scorer ready", lambda: "QE scorer (node 0) ready at" in self.output(),
+                  self.proc, self.log)
         return int(hold.read_text()), ready
 
     def wait(self, timeout: float = WAIT_S) -> int:
