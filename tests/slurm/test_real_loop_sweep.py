@@ -57,7 +57,10 @@ def test_a_sweep_of_two_algorithms_trains_for_real_and_the_job_at_its_time_limit
         return None
     sweep.wait_for("a job's first training step", lambda: first_step_ended() is not None, timeout=900)
     run_dir = first_step_ended()
-    job_id = str(json.loads((run_dir / "attempts.jsonl").read_text().splitlines()[0])["slurm_job_id"])
+    # the array task <array>_<job number>: a plain job id may be the array's own (its first task's
+    # SLURM_JOB_ID), and `scontrol update` on it changes every task of the array
+    idx = run_dir.name.split("_", 1)[0]
+    (job_id,) = [j for j in sweep.job_ids() if j.endswith(f"_{idx}")]
     # the limit that puts Slurm's signal (SIGNAL_DELAY_S before it) within the next minute
     limit_min = math.ceil((_run_seconds(job_id) + SIGNAL_DELAY_S) / 60)
     subprocess.run(["scontrol", "update", f"JobId={job_id}", f"TimeLimit={limit_min}"], check=True,
@@ -89,7 +92,7 @@ def test_a_sweep_of_two_algorithms_trains_for_real_and_the_job_at_its_time_limit
     assert _steps(second) == list(range(last + 1, STEPS + 1))
     assert (ckpt / "latest_checkpointed_iteration.txt").read_text().strip() == str(STEPS)
     attempts = [json.loads(line) for line in (run_dir / "attempts.jsonl").read_text().splitlines()]
-    assert [a["slurm_restart"] for a in attempts] == [0, 1] and {str(a["slurm_job_id"]) for a in attempts} == {job_id}
+    assert [a["slurm_restart"] for a in attempts] == [0, 1] and len({a["slurm_job_id"] for a in attempts}) == 1
 
     # the sweep's summary: both succeeded, the limited one started twice; the other trained its steps in one go
     rows = {Path(r["run_dir"]): r for r in sweep.summary()}
