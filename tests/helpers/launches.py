@@ -29,3 +29,20 @@ def launch(args: list[str], env_extra: dict | None = None, timeout: int = 300) -
     has imported the launcher already: tests/launch_server.py)."""
     env = {**launch_server.launch_env(), **(env_extra or {})}
     return launch_server.launch(args, env=env, cwd=PROJECT_ROOT, timeout=timeout)
+
+
+def small_qwen_inputs(tmp_path: Path) -> list[str]:
+    """An empty Qwen2.5-0.5B model dir and four prepared zh-en rows per split where preflight looks, outputs inside
+    tmp_path: the overrides of a launch that plans Qwen2.5-0.5B at 4 prompts a step (its trainer stood in)."""
+    from src.data.parquet_io import write_parquet_atomic
+    from src.data.rows import Example, make_row
+
+    (tmp_path / "models" / "Qwen2.5-0.5B-Instruct").mkdir(parents=True)
+    for split in ("train", "val"):
+        rows = [make_row(Example("今天天气很好。", "The weather is nice today.", "zh", "en"), dataset_name="wmt_zh_en",
+                         template="base", split=split, index=i) for i in range(4)]
+        write_parquet_atomic(rows, tmp_path / "data" / "wmt_zh_en" / f"{split}.parquet")
+    return ["model=qwen2.5_0.5b", "reward=comet", "gpus=1", "batch.prompts_per_step=4", "batch.mini_batch_prompts=4",
+            "debug.skip_scorer=true", f"paths.output_dir={tmp_path}/out", f"paths.results_root={tmp_path}/results",
+            f"paths.model_root={tmp_path}/models", f"paths.data_root={tmp_path}/data"]
+

@@ -12,11 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from src.data.parquet_io import write_parquet_atomic
-from src.data.rows import Example, make_row
 from src.record import sweep_resume, sweep_summary
 from src.record.sweep_summary import FAILED, PENDING, SUCCEEDED, SweepJob
-from tests.helpers.launches import launch
+from tests.helpers.launches import launch, small_qwen_inputs
 from tests.helpers.refusals import assert_one_line_refusal
 from tests.helpers.resumable_train import starts
 
@@ -26,16 +24,8 @@ TRAINER = REPO / "tests" / "helpers" / "resumable_train.py"  # fails job #1 whil
 
 @pytest.fixture
 def sweep_args(tmp_path) -> list[str]:
-    (tmp_path / "models" / "Qwen2.5-0.5B-Instruct").mkdir(parents=True)
-    for split in ("train", "val"):
-        rows = [make_row(Example("今天天气很好。", "The weather is nice today.", "zh", "en"), dataset_name="wmt_zh_en",
-                         template="base", split=split, index=i) for i in range(4)]
-        write_parquet_atomic(rows, tmp_path / "data" / "wmt_zh_en" / f"{split}.parquet")
-    return ["--multirun", "seed=1,2,3", "model=qwen2.5_0.5b", "reward=comet", "gpus=1", "batch.prompts_per_step=4",
-            "batch.mini_batch_prompts=4", "debug.skip_scorer=true",
-            f"debug.train_command_override='{sys.executable} {TRAINER} {tmp_path}/fail'",
-            f"paths.output_dir={tmp_path}/out", f"paths.results_root={tmp_path}/results",
-            f"paths.model_root={tmp_path}/models", f"paths.data_root={tmp_path}/data"]
+    return ["--multirun", "seed=1,2,3", *small_qwen_inputs(tmp_path),
+            f"debug.train_command_override='{sys.executable} {TRAINER} {tmp_path}/fail'"]
 
 
 ENV = {"CUDA_VISIBLE_DEVICES": "0", "SLURM_CPUS_PER_TASK": "16"}

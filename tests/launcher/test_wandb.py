@@ -12,9 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from src.data.parquet_io import write_parquet_atomic
-from src.data.rows import Example, make_row
-from tests.helpers.launches import checkpoint_dir, files_under, launch
+from tests.helpers.launches import checkpoint_dir, files_under, launch, small_qwen_inputs
 from tests.helpers.refusals import assert_one_line_refusal
 
 REPO = Path(__file__).resolve().parents[2]
@@ -49,14 +47,7 @@ print("trainer: logged to", run.dir, flush=True)
 @pytest.fixture
 def inputs(tmp_path) -> list[str]:
     """A model dir and one step's parquet rows where preflight looks, no scorer, dirs inside tmp_path."""
-    (tmp_path / "models" / "Qwen2.5-0.5B-Instruct").mkdir(parents=True)
-    for split in ("train", "val"):
-        rows = [make_row(Example("今天天气很好。", "The weather is nice today.", "zh", "en"), dataset_name="wmt_zh_en",
-                         template="base", split=split, index=i) for i in range(4)]
-        write_parquet_atomic(rows, tmp_path / "data" / "wmt_zh_en" / f"{split}.parquet")
-    return ["model=qwen2.5_0.5b", "reward=comet", "gpus=1", "batch.prompts_per_step=4", "batch.mini_batch_prompts=4",
-            "debug.skip_scorer=true", f"paths.output_dir={tmp_path}/out", f"paths.results_root={tmp_path}/results",
-            f"paths.model_root={tmp_path}/models", f"paths.data_root={tmp_path}/data"]
+    return small_qwen_inputs(tmp_path)
 
 
 def no_login(home: Path) -> dict:
