@@ -75,6 +75,15 @@ def _no_network():
 
 
 @pytest.fixture(scope="session")
+def memory_gate(tmp_path_factory):
+    """The suite's memory budget for real training launches, shared by every xdist worker of this run
+    (tests/helpers/memory_gate.py): `with memory_gate.hold(gb, what):`."""
+    from tests.helpers.memory_gate import MemoryGate, ledger_for
+
+    return MemoryGate(ledger_for(tmp_path_factory))
+
+
+@pytest.fixture(scope="session")
 def tiny_tokenizer_dir(tmp_path_factory):
     """The tests' small Qwen-style tokenizer, saved (src/tiny_models/tokenizer.py)."""
     from src.tiny_models.tokenizer import build_tiny_tokenizer

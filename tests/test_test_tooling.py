@@ -69,3 +69,56 @@ def test_the_time_table_sums_per_directory():
     lines = durations.table({"tests/a": 3.0, "tests/bb": 10.0}, {"tests/a": {"1", "2"}, "tests/bb": {"3"}})
     assert [line.split() for line in lines] == [["directory", "tests", "seconds"], ["tests/bb", "1", "10.0"],
                                                 ["tests/a", "2", "3.0"], ["total", "3", "13.0"]]
+
+
+# ------------------------------------------------------------------------------ the memory gate
+def test_the_memory_gate_lets_in_what_fits_and_queues_the_rest_first_come_first_served(tmp_path):
+    import threading
+    import time
+
+    from tests.helpers.memory_gate import MemoryGate
+
+    gate = MemoryGate(tmp_path / "gate.json", budget=10)
+    order, release_a = [], threading.Event()
+
+    def holder(name, gb, until=None):
+        with gate.hold(gb, name):
+            order.append(f"{name} in")
+            if until is not None:
+                until.wait(timeout=30)
+        order.append(f"{name} out")
+
+    a = threading.Thread(target=holder, args=("a", 7, release_a))
+    a.start()
+    while "a in" not in order:
+        time.sleep(0.05)
+    # b does not fit beside a; c would, but comes after b and waits its turn
+    b = threading.Thread(target=holder, args=("b", 6))
+    b.start()
+    while len(gate.holders()) < 2:
+        time.sleep(0.05)
+    c = threading.Thread(target=holder, args=("c", 2))
+    c.start()
+    time.sleep(3 * 2.0)
+    assert order == ["a in"] and [e["what"] for e in gate.holders()] == ["a", "b", "c"]
+    release_a.set()
+    for t in (a, b, c):
+        t.join(timeout=60)
+    assert order[:3] == ["a in", "a out", "b in"] and set(order) == {"a in", "a out", "b in", "b out", "c in", "c out"}
+    assert gate.holders() == []
+
+
+def test_the_memory_gate_drops_a_dead_holder_and_lets_one_alone_past_the_budget(tmp_path):
+    import json
+    import subprocess
+
+    from tests.helpers.memory_gate import MemoryGate
+
+    gone = subprocess.Popen(["true"])  # a pid that no longer runs: a crashed worker's
+    gone.wait()
+    ledger = tmp_path / "gate.json"
+    ledger.write_text(json.dumps([{"id": "x", "pid": gone.pid, "gb": 9, "what": "crashed", "holding": True}]))
+    gate = MemoryGate(ledger, budget=10)
+    with gate.hold(20, "alone"):  # more than the budget, but nobody else holds anything
+        assert [e["what"] for e in gate.holders()] == ["alone"]
+    assert gate.holders() == []

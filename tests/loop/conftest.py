@@ -24,6 +24,7 @@ import pytest
 
 from src.node import leftovers
 from tests.helpers.env import LEAKY_ENV
+from tests.helpers.memory_gate import CPU_LOOP_GB, said_wait
 
 REPO = Path(__file__).resolve().parents[2]
 LOOP_PYTHON = REPO / ".venv-loop" / "bin" / "python"
@@ -76,12 +77,13 @@ def taught_build(tmp_path_factory) -> Path:
 
 
 @pytest.fixture
-def cpu_loop(tmp_path):
+def cpu_loop(tmp_path, memory_gate, request):
     """`run(args, timeout_s, env=None, out_name="out", during=None)`: `python -m src.launch accelerator=cpu ARGS`
     under a deadline, in a fresh output dir (`out_name` under the test's tmp dir), with `env` added to the
     launcher's environment. `during(out, running)`, if given, runs in a thread while the launch does (to act on
     it mid-run: a flag file, a killed scorer); `running()` says whether the launcher still runs; what it raises
-    fails the test after the launch ended."""
+    fails the test after the launch ended. Each launch holds its share of the suite's memory budget while it
+    runs (tests/helpers/memory_gate.py)."""
     if not LOOP_PYTHON.is_file():
         pytest.fail(f"{LOOP_PYTHON} is missing: `make setup` creates the CPU loop env on a CPU machine")
     # Ray's sockets live under its temp dir: a short path (AF_UNIX paths hold 107 bytes), one per launch
@@ -90,6 +92,10 @@ def cpu_loop(tmp_path):
 
     def run(args: list[str], timeout_s: float, env: dict | None = None, out_name: str = "out",
             during=None) -> LoopRun:
+        with memory_gate.hold(CPU_LOOP_GB, request.node.nodeid, on_wait=said_wait):
+            return launch(args, timeout_s, env, out_name, during)
+
+    def launch(args, timeout_s, env, out_name, during) -> LoopRun:
         out = tmp_path / out_name
         extra = env or {}
         env = {k: v for k, v in os.environ.items() if k not in LEAKY_ENV and not k.startswith(("SLURM_", "QE_SCORER_"))}

@@ -31,6 +31,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
+from tests.helpers.memory_gate import CPU_LOOP_GB, TWO_NODE_LOOP_GB, said_wait
 from tests.helpers.slurm_sweeps import Sweep
 
 REPO = Path(__file__).resolve().parents[2]
@@ -187,6 +188,21 @@ def taught_build(tmp_path_factory) -> Path:
                                f"paths.output_dir={build.parent}/prebuild"])
     tiny_build.prepare(build_plan(composed, run_dir=str(build.parent / "prebuild-run"), flash_attn=None), composed)
     return build
+
+
+@pytest.fixture
+def one_loop_of_memory(memory_gate, request):
+    """The test's jobs train one CPU loop at a time: it holds one loop's share of the suite's memory budget
+    (tests/helpers/memory_gate.py) for as long as it runs."""
+    with memory_gate.hold(CPU_LOOP_GB, request.node.nodeid, on_wait=said_wait):
+        yield
+
+
+@pytest.fixture
+def two_nodes_of_memory(memory_gate, request):
+    """The test's job is two Ray nodes on this host, each with verl's worker and a vLLM engine."""
+    with memory_gate.hold(TWO_NODE_LOOP_GB, request.node.nodeid, on_wait=said_wait):
+        yield
 
 
 @pytest.fixture

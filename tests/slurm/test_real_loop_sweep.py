@@ -4,7 +4,8 @@ on gloo, no stand-in. One job reaches its Slurm time limit mid-training: Slurm's
 trainer saves the step it is on, submitit requeues the job, and the requeued job resumes from that step in the
 same run dir and trains to the end. Then the sweep's summary says both succeeded and that one was started twice,
 `python -m src.report <sweep dir>` compares the two configurations with their curves, and no secret of the
-submitter's environment reached any file.
+submitter's environment reached any file. The array runs one job at a time (`slurm.array_parallelism=1`): two
+CPU loops beside the rest of the suite are more than this machine's memory holds.
 
 The time limit is set on the running job once its first step has ended (`scontrol update TimeLimit=`), so the
 signal lands mid-training whatever the start-up took on a loaded machine; Slurm then signals and ends the job
@@ -40,12 +41,15 @@ def _run_seconds(job_id: str) -> int:
     return int(h) * 3600 + int(m) * 60 + int(s)
 
 
-def test_a_sweep_of_two_algorithms_trains_for_real_and_the_job_at_its_time_limit_resumes_its_step(sweep,
-                                                                                                  taught_build):
+def test_a_sweep_of_two_algorithms_trains_for_real_and_the_job_at_its_time_limit_resumes_its_step(
+        sweep, taught_build, one_loop_of_memory):
     overrides = ["experiment=learn_tiny", "accelerator=cpu", f"model.build_dir={taught_build}"]
 
     proc = sweep.start(overrides + [
         "algo=grpo,gspo", "learn.enable=false", f"trainer.total_training_steps={STEPS}",
+        # one job of the array at a time: two CPU loops beside the rest of the suite exhaust this machine's
+        # memory (tests/helpers/memory_gate.py); the requeued job waits for the other to end
+        "slurm.array_parallelism=1",
         # no validation and no periodic save: the only save before the limit is the time limit's own
         "trainer.val_before_train=false", "trainer.test_freq=1000", "trainer.save_freq=1000",
         f"slurm.signal_delay_s={SIGNAL_DELAY_S}", "slurm.max_num_timeout=1"], env_extra=SECRETS)
@@ -74,7 +78,8 @@ def test_a_sweep_of_two_algorithms_trains_for_real_and_the_job_at_its_time_limit
             subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now", "TimeLimit=30"],
                            capture_output=True, timeout=30)
         return len((run_dir / "attempts.jsonl").read_text().splitlines()) > 1
-    sweep.wait_for("the job to be requeued at its time limit and start again", restarted, timeout=400)
+    # the other job may start first and train all its steps before this one starts again
+    sweep.wait_for("the job to be requeued at its time limit and start again", restarted, timeout=900)
     assert sweep.wait(proc, timeout=SWEEP_TIMEOUT_S) == 0, sweep.output()[-6000:]
     assert seen_pending, "the job was never requeued"
 
@@ -109,6 +114,7 @@ def test_a_sweep_of_two_algorithms_trains_for_real_and_the_job_at_its_time_limit
     (array,) = {r["job_id"].split("_")[0] for r in rows.values()}
     script = (sweep.dir / ".submitit" / array / f"{array}_submission.sh").read_text()
     assert f"#SBATCH --signal=USR2@{SIGNAL_DELAY_S}" in script and "#SBATCH --requeue" in script, script
+    assert "#SBATCH --array=0-1%1" in script, script
 
     # the comparison across the sweep, with each configuration's curve
     report = subprocess.run([sys.executable, "-m", "src.report", str(sweep.dir)], cwd=REPO, capture_output=True,

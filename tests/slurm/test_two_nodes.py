@@ -47,7 +47,7 @@ def _unheld_new(before: set) -> set:
     return leftovers.present() - before - leftovers.in_use()
 
 
-def test_two_nodes_train_real_steps_with_verls_workers_on_both(sweep, taught_build):
+def test_two_nodes_train_real_steps_with_verls_workers_on_both(sweep, taught_build, two_nodes_of_memory):
     before = leftovers.present()
     res = sweep.run(["experiment=learn_tiny", "accelerator=cpu", f"model.build_dir={taught_build}", "gpus=1",
                      "nodes=2", "debug.nodes_as_tasks=true", "learn.enable=false",
