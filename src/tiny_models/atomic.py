@@ -18,7 +18,8 @@ TMP_PREFIX = ".building-"
 MARKER = "tiny_build.json"
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists (another user's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -37,7 +38,7 @@ def _remove_stale_temps(parent: Path) -> None:
             pid = int(p.name[len(TMP_PREFIX):].split("-")[0])
         except ValueError:
             continue
-        if not _pid_alive(pid):
+        if not pid_alive(pid):
             shutil.rmtree(p, ignore_errors=True)
 
 

@@ -22,6 +22,8 @@ import time
 import uuid
 from pathlib import Path
 
+from src.tiny_models.atomic import pid_alive
+
 # one launch's peak above the machine's idle use (GB): measured with /proc/meminfo (MemTotal - MemAvailable)
 # every 2 s through a whole launch, docs/testing.md "Memory"
 CPU_LOOP_GB = 6.5
@@ -39,16 +41,6 @@ def budget_gb() -> float:
     return total_kb / 2**20 * RAY_KILL_FRACTION - REST_OF_SUITE_GB
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 class MemoryGate:
     """`with gate.hold(gb, what):` runs its body once `gb` fits the budget beside what others hold."""
 
@@ -63,7 +55,7 @@ class MemoryGate:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
                 entries = json.loads(self.ledger.read_text()) if self.ledger.is_file() else []
-                entries = [e for e in entries if _alive(e["pid"])]
+                entries = [e for e in entries if pid_alive(e["pid"])]
                 yield entries
                 tmp = self.ledger.with_suffix(".tmp")
                 tmp.write_text(json.dumps(entries))
