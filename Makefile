@@ -61,7 +61,7 @@ ifneq ($(shell cat $(LOOP_VENV)/.installed 2>/dev/null),$(LOOP_LOCK))
 .PHONY: $(LOOP_VENV)/.installed
 endif
 
-.PHONY: setup wheelhouse test test-train test-scorer bench clean-envs locks
+.PHONY: setup wheelhouse test test-fast test-train test-scorer bench clean-envs locks
 
 setup: $(VENV)/.installed $(SCORER_VENV)/.installed $(if $(filter cpu,$(PLATFORM)),$(LOOP_VENV)/.installed)
 
@@ -124,6 +124,12 @@ PYTEST_ARGS ?= -q -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder -
 test: setup
 	$(SCORER_VENV)/bin/python -m pytest tests/scorer $(PYTEST_ARGS)
 	$(VENV)/bin/python -m pytest tests --ignore=tests/scorer $(PYTEST_ARGS)
+
+# the inner loop of development: every test that starts no training launch, Slurm job or Ray cluster
+# (tests/tiers.py HEAVY), a few minutes; CI runs `make test`
+test-fast: setup
+	$(SCORER_VENV)/bin/python -m pytest tests/scorer $(PYTEST_ARGS) --tier fast
+	$(VENV)/bin/python -m pytest tests --ignore=tests/scorer $(PYTEST_ARGS) --tier fast
 
 bench: setup
 	$(VENV)/bin/python benches/plan.py

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 # how the suite is split across xdist workers, and the per-directory time table of every CI log
-pytest_plugins = ("tests.scheduling", "tests.durations")
+pytest_plugins = ("tests.scheduling", "tests.durations", "tests.tiers")
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

@@ -122,3 +122,31 @@ def test_the_memory_gate_drops_a_dead_holder_and_lets_one_alone_past_the_budget(
     with gate.hold(20, "alone"):  # more than the budget, but nobody else holds anything
         assert [e["what"] for e in gate.holders()] == ["alone"]
     assert gate.holders() == []
+
+
+# ------------------------------------------------------------------------------ the fast tier
+def test_every_entry_the_fast_tier_leaves_out_still_names_a_directory_a_module_or_a_test():
+    import re
+    from pathlib import Path
+
+    from tests.tiers import HEAVY
+
+    root = Path(__file__).resolve().parents[1]
+    for entry in HEAVY:
+        where, _, test = entry.partition("::")
+        assert (root / where).is_dir() if where.endswith("/") else (root / where).is_file(), entry
+        if test:
+            assert re.search(rf"^def {re.escape(test)}\(", (root / where).read_text(), re.M), entry
+
+
+def test_the_fast_tier_leaves_out_directories_modules_and_single_tests_and_keeps_the_rest(monkeypatch):
+    from tests import tiers
+
+    monkeypatch.setattr(tiers, "HEAVY", ("tests/loop/", "tests/launcher/test_smoke.py",
+                                         "tests/launcher/test_cli.py::test_slow"))
+    assert tiers.is_heavy("tests/loop/test_learn_tiny.py::test_x")
+    assert tiers.is_heavy("tests/launcher/test_smoke.py::test_any[param]")
+    assert tiers.is_heavy("tests/launcher/test_cli.py::test_slow[a-b]")
+    assert not tiers.is_heavy("tests/launcher/test_cli.py::test_slower")
+    assert not tiers.is_heavy("tests/launcher/test_smoke_tiny.py::test_x")
+    assert not tiers.is_heavy("tests/loopy/test_x.py::test_y")
