@@ -84,14 +84,14 @@ def project_run(work: Path, build_dir: Path, steps: int) -> dict:
             "log": str(out / "launch.log")}
 
 
-def _replace_sampler(node, sampler: dict | None) -> None:
-    """verl's replay-buffer choice (…sampler.custom_sampler) wherever the config holds it."""
+def _default_sampler(node) -> None:
+    """verl's default replay buffer wherever the config chooses one (…sampler.custom_sampler)."""
     if isinstance(node, dict):
-        if "custom_sampler" in node and sampler is None:
+        if "custom_sampler" in node:
             node["custom_sampler"] = {"path": None, "name": None}
             node["sampler_kwargs"] = {}
         for value in node.values():
-            _replace_sampler(value, sampler)
+            _default_sampler(value)
 
 
 def variant_config(project_run_dir: Path, variant: str, out: Path) -> dict:
@@ -105,7 +105,7 @@ def variant_config(project_run_dir: Path, variant: str, out: Path) -> dict:
                                  "answer_floor": kw["format"]["answer_floor"],
                                  "bleu_weight": kw["train_weights"]["bleu"]})
     if variant in ("plain", "+reward"):
-        _replace_sampler(cfg, None)
+        _default_sampler(cfg)
     cfg["trainer"]["default_local_dir"] = str(out / "checkpoints")
     cfg["trainer"]["logger"] = ["console", "file"]
     return cfg
