@@ -48,10 +48,19 @@ class _Server:
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True,
                                      bufsize=1)
         line = self.proc.stdout.readline().strip()
-        if line != READY:
+        if not line.startswith(READY):
             raise RuntimeError(f"the launch server did not start ({line!r}); log: {self.log.name}: "
                                f"{Path(self.log.name).read_text(errors='replace')[-3000:]}")
+        # its environment once the preloads ran: importing verl sets RAY_* and TORCH* variables, which a test
+        # process that imported verl since has too; a fresh launch given them would import the same way
+        self.env_after_imports = json.loads(line[len(READY):])
         self.lock = threading.Lock()
+
+    def imports_differently(self, env: dict) -> set[str]:
+        """The variables read at import time whose value in `env` is neither the one this server started with
+        nor the one its own imports left."""
+        keys = {k for k in set(env) | set(self.env) | set(self.env_after_imports) if k.startswith(READ_AT_IMPORT)}
+        return {k for k in keys if env.get(k) not in (self.env.get(k), self.env_after_imports.get(k))}
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -103,9 +112,7 @@ def run_module(module: str, argv: list[str], env: dict, cwd: str | Path = REPO,
     assert module.startswith(("src.", "tests.")), module
     if _server is None or not _server.alive():
         _server = _Server(launch_env())
-    base = _server.env
-    read_at_import = {k for k in set(env) | set(base) if k.startswith(READ_AT_IMPORT) and env.get(k) != base.get(k)}
-    if Path(cwd).resolve() != REPO or read_at_import:
+    if Path(cwd).resolve() != REPO or _server.imports_differently(env):
         return subprocess.run([sys.executable, "-m", module, *argv], cwd=cwd, env=env, capture_output=True,
                               text=True, timeout=timeout)
     return _server.run(module, list(argv), dict(env), str(cwd), timeout)
@@ -176,7 +183,7 @@ def serve() -> None:
     for module in PRELOAD:
         importlib.import_module(module)
     protocol_out = sys.stdout
-    print(READY, file=protocol_out, flush=True)
+    print(READY + json.dumps(dict(os.environ)), file=protocol_out, flush=True)
     for line in sys.stdin:
         request = json.loads(line)
         sys.stdout.flush()

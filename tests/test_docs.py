@@ -198,6 +198,10 @@ def readme_commands():
 
 
 LAUNCH_CMDS = list({c[0]: c for c in readme_commands() if " -m src.launch" in c[0]}.values())
+# a transcript of a Slurm command shows what Slurm said (sbatch --test-only): it needs the Slurm dev cluster
+# (.ci/run starts it), which the fast tier does not (tests/tiers.py)
+SLURM_TRANSCRIPTS = [c for c in LAUNCH_CMDS if c[1] and "hydra/launcher=slurm" in c[0]]
+LAUNCH_CMDS = [c for c in LAUNCH_CMDS if c not in SLURM_TRANSCRIPTS]
 # one --help per module is enough (each costs a process start)
 OTHER_CMDS = list({(c[0].split(" -m ", 1)[1].split()[0] if " -m " in c[0] else c[0]): c
                    for c in readme_commands() if " -m src.launch" not in c[0]}.values())
@@ -218,7 +222,18 @@ def _launch_args(line: str):
 
 
 @pytest.mark.parametrize("line, transcript, following", LAUNCH_CMDS, ids=[c[0][-60:] for c in LAUNCH_CMDS])
-def test_readme_launch_command_passes_the_precheck(line, transcript, following, monkeypatch):
+def test_readme_launch_command_passes_the_precheck(line, transcript, following):
+    _passes_the_precheck_or_shows_its_refusal(line, transcript, following)
+
+
+@pytest.mark.parametrize("line, transcript, following", SLURM_TRANSCRIPTS,
+                         ids=[c[0][-60:] for c in SLURM_TRANSCRIPTS])
+def test_readme_slurm_transcript_is_what_slurm_says(line, transcript, following):
+    assert SLURM_TRANSCRIPTS, "no Slurm transcript in the docs: drop this test from tests/tiers.py too"
+    _passes_the_precheck_or_shows_its_refusal(line, transcript, following)
+
+
+def _passes_the_precheck_or_shows_its_refusal(line: str, transcript: bool, following: list[str]) -> None:
     from src.pipeline import UsageError, precheck
 
     parsed = _launch_args(line)
@@ -235,6 +250,8 @@ def test_readme_launch_command_passes_the_precheck(line, transcript, following, 
         precheck(args, multirun, env, ask_slurm=transcript,
                  look_for_inputs=transcript and " not found at " in (shown or ""))
     except UsageError as err:
+        assert not str(err).startswith("Slurm's controller did not answer"), (
+            f"{line!r} needs Slurm to answer (start the dev cluster: bash slurm/dev-cluster/start.sh): {err}")
         assert transcript and shown is not None, f"README command refused: {line!r}: {err}"
         # the README may elide the middle of a long message with "..."
         head, *_, tail = shown.split("...") if "..." in shown else (shown, "")

@@ -34,6 +34,26 @@ def test_what_is_read_at_import_gets_a_real_process(monkeypatch):
     assert len(calls) == 2
 
 
+def test_a_launch_after_this_process_imported_verl_is_still_forked():
+    """Importing verl sets RAY_* and TORCH* variables in the importing process. A test process whose launch server
+    started before it imported verl sent every later launch to a real process (a variable read at import
+    differed from the server's), which made the fast tier slower and this file's test above order-dependent. Run
+    in a fresh process, so the server surely starts first."""
+    code = (
+        "import subprocess, sys\n"
+        "from tests import launch_server as ls\n"
+        "assert ls.launch(['gpus=0'], env=ls.launch_env()).returncode == 2\n"
+        "import verl  # noqa: F401  (sets RAY_CLIENT_MODE, TORCHINDUCTOR_CACHE_DIR, ... here)\n"
+        "calls = []\n"
+        "real_run = subprocess.run\n"
+        "ls.subprocess.run = lambda *a, **kw: calls.append(a) or real_run(*a, **kw)\n"
+        "assert ls.launch(['gpus=0'], env=ls.launch_env()).returncode == 2\n"
+        "print('real processes:', len(calls))\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=launch_server.REPO, env=launch_server.launch_env(),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "real processes: 0" in done.stdout, done.stdout + done.stderr[-3000:]
+
+
 def test_a_forked_command_past_its_timeout_is_killed_and_says_so():
     with pytest.raises(subprocess.TimeoutExpired):
         launch_server.run_module("tests.fixtures.sleeper", ["60"], env=launch_server.launch_env(), timeout=2)

@@ -10,7 +10,11 @@ entry still names something.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+
+_ROOT = Path(__file__).resolve().parents[1]
 
 HEAVY = (
     # the real training loop on CPU, the Slurm dev cluster's jobs, Ray clusters with verl's actors
@@ -27,6 +31,8 @@ HEAVY = (
     "tests/launcher/test_resume_sweep.py",
     "tests/launcher/test_train_entry.py",
     "tests/launcher/test_run_identity.py::test_a_run_named_before_issue_51_resumes_in_its_dir",
+    # what Slurm itself says to a request the docs show it refusing (sbatch --test-only on the dev cluster)
+    "tests/test_docs.py::test_readme_slurm_transcript_is_what_slurm_says",
     # start none of those but take minutes: every group option on every preset and every algo preset at every
     # GPU and node count through verl's checks, the tiny models built from scratch, and installs from PyPI
     "tests/launcher/test_presets.py",
@@ -50,6 +56,19 @@ def is_heavy(nodeid: str) -> bool:
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--tier", choices=("full", "fast"), default="full",
                      help="fast: leave out the tests that start training, Slurm jobs or Ray (tests/tiers.py)")
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """The fast tier does not even import a whole directory or module of HEAVY (verl's trainer, the loop's
+    helpers: seconds of imports in every xdist worker); single tests of HEAVY are deselected below."""
+    if config.getoption("tier") != "fast":
+        return None
+    try:
+        rel = collection_path.resolve().relative_to(_ROOT).as_posix()
+    except ValueError:
+        return None
+    rel = rel + "/" if collection_path.is_dir() else rel
+    return True if any("::" not in entry and rel.startswith(entry) for entry in HEAVY) else None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -158,8 +158,26 @@ def test_only(params: dict) -> str | None:
     return next((l for l in lines if "error" in l.lower() or "failure" in l.lower()), lines[-1] if lines else "?")
 
 
+# what sbatch says when it reaches no controller (slurm's src/common/slurm_protocol_api.c and
+# slurm_errno.c: SLURM_COMMUNICATIONS_CONNECTION_ERROR and the socket errors): the request was never judged
+_NO_CONTROLLER = ("unable to contact slurm controller", "socket timed out", "zero bytes were transmitted",
+                  "communication connection failure")
+
+
+def unanswered(reason: str) -> bool:
+    """Whether sbatch's reason says no controller answered, rather than that the request was refused."""
+    return any(words in reason.lower() for words in _NO_CONTROLLER)
+
+
 def refusal(reason: str, params: dict) -> str:
-    """One line: Slurm's reason, the request, what the partition offers and what to ask for instead."""
+    """One line: Slurm's reason, the request, what the partition offers and what to ask for instead. When no
+    controller answered, it says that instead: fewer nodes or GPUs would not help, and sinfo cannot answer
+    either."""
+    if unanswered(reason):
+        return (f"Slurm's controller did not answer sbatch ({reason}), so the request ({request_text(params)}) was "
+                f"not checked and nothing was submitted; check that Slurm is up and reachable from here (sinfo; "
+                f"SLURM_CONF names the cluster's config; on a workstation start the dev cluster: slurm/README.md) "
+                f"and launch again")
     # more than one node (debug.nodes_as_tasks: as tasks on one node): fewer nodes is a way out too
     several = int(params.get("nodes") or 1) * int(params.get("tasks_per_node") or 1) > 1
     fewer = "fewer nodes (nodes=), " if several else ""

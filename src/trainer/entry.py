@@ -211,24 +211,6 @@ def task_runner_class(config):
     return TaskRunner
 
 
-def with_run_vars(config, environ: dict | None = None) -> None:
-    """A multi-node run (RAY_ADDRESS: the cluster the launcher started on its nodes): the run's own variables go
-    to every actor through the job's runtime_env, which verl merges into the one it passes to ray.init
-    (verl/trainer/main_ppo.py run_ppo: ray_kwargs.ray_init.runtime_env). Changed in memory only: the snapshot's
-    verl config stays as it was. A single-node run starts Ray from this process, whose environment every actor
-    inherits."""
-    from omegaconf import open_dict
-
-    environ = os.environ if environ is None else environ
-    if not environ.get("RAY_ADDRESS"):
-        return
-    with open_dict(config):
-        runtime_env = config.ray_kwargs.ray_init.get("runtime_env") or {}
-        config.ray_kwargs.ray_init.runtime_env = runtime_env
-        config.ray_kwargs.ray_init.runtime_env.env_vars = {**(runtime_env.get("env_vars") or {}),
-                                                           **run_vars.of(environ)}
-
-
 def train(config) -> None:
     """What verl's main does (verl/trainer/main_ppo.py, main), with our TaskRunner."""
     from verl.trainer.main_ppo import run_ppo
@@ -239,7 +221,7 @@ def train(config) -> None:
     auto_set_device(config)
     validate_config(config=config, use_reference_policy=need_reference_policy(config),
                     use_critic=need_critic(config))
-    with_run_vars(config)
+    run_vars.into_runtime_env(config)
     run_ppo(config, task_runner_class=task_runner_class(config))
 
 

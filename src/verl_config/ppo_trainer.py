@@ -233,14 +233,20 @@ def compose(override_list: list[str]) -> DictConfig:
 def _compose_verl(override_list: list[str]) -> DictConfig:
     config_dir = str(verl_config_dir())
     cfg = hydra_internal.compose_on_choices(config_dir, override_list, _composed_choices)
-    return cfg if cfg is not None else hydra_internal.compose_dir(config_dir, "ppo_trainer", override_list)
+    return cfg if cfg is not None else _compose_verl_dir(override_list)
 
 
 @functools.lru_cache(maxsize=8)
 def _composed_choices(choices: tuple[str, ...]) -> DictConfig:
     """verl's ppo_trainer with only config group choices (none in what a launch passes), composed once per
-    process (hydra_internal.compose_on_choices applies the rest as Hydra would)."""
-    return hydra_internal.compose_dir(str(verl_config_dir()), "ppo_trainer", list(choices))
+    process (hydra_internal.compose_on_choices applies the rest as Hydra would). It is the same composition
+    for every launch, where the whole override list differs (run dirs, times): remembered on disk too, under
+    the key of a composition of just these lines, which it is."""
+    return cache.composed(list(choices), _compose_verl_dir)
+
+
+def _compose_verl_dir(override_list: list[str]) -> DictConfig:
+    return hydra_internal.compose_dir(str(verl_config_dir()), "ppo_trainer", override_list)
 
 
 def validate(cfg: DictConfig) -> None:

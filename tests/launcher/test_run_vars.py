@@ -9,7 +9,7 @@ from src.config import compose_config
 from src.node import environment
 from src.plan import build_plan
 from src.record import redact
-from src.trainer import entry, run_vars
+from src.trainer import run_vars
 
 
 def _verl_like() -> OmegaConf:
@@ -35,7 +35,7 @@ def test_a_multi_node_trainer_hands_the_run_variables_to_every_actor_and_nothing
     environ = {"RAY_ADDRESS": "10.0.0.1:6379", "WANDB_RUN_ID": "qerl-1234abcd", "VERL_FILE_LOGGER_PATH": "/r/m.jsonl",
                "QE_RL_CHECKPOINT_DIR": "/r", "WANDB_API_KEY": "secret", "QE_SCORER_TOKEN": "secret"}
     cfg = _verl_like()
-    entry.with_run_vars(cfg, environ)
+    run_vars.into_runtime_env(cfg, environ)
     passed = OmegaConf.to_container(cfg.ray_kwargs.ray_init.runtime_env)
     assert passed == {"py_executable": None, "env_vars": {"WANDB_RUN_ID": "qerl-1234abcd",
                                                           "VERL_FILE_LOGGER_PATH": "/r/m.jsonl",
@@ -44,5 +44,5 @@ def test_a_multi_node_trainer_hands_the_run_variables_to_every_actor_and_nothing
 
 def test_a_single_node_trainer_changes_nothing():
     cfg = _verl_like()
-    entry.with_run_vars(cfg, {"WANDB_RUN_ID": "qerl-1234abcd"})  # verl starts Ray here: actors inherit the env
+    run_vars.into_runtime_env(cfg, {"WANDB_RUN_ID": "qerl-1234abcd"})  # verl starts Ray here: actors inherit the env
     assert OmegaConf.to_container(cfg.ray_kwargs.ray_init.runtime_env) == {"py_executable": None}

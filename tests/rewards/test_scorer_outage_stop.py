@@ -14,7 +14,6 @@ import pytest
 from src.node import training
 from src.plan import PlanError
 from src.plan.stop_rules import stop_rules
-from src.trainer.guard import StepGuard, TrainingGuardStop
 from tests.helpers.verl_reward_harness import verl_config_for
 
 
@@ -42,6 +41,7 @@ def test_grpo_buffer_is_verls_sync_buffer_without_filter():
 
 
 def test_dapo_buffer_filters_on_the_rounded_score_and_is_bounded():
+    from src.trainer.guard import TrainingGuardStop  # imports verl: only where used
     cfg, buf, refills = _buffer("algo=dapo")
     assert buf.filter_groups_metric == "score_rounded" == cfg.algorithm.filter_groups.metric
     assert buf.gen_batch_size == 1 and buf.guard.max_gen_batches == 10
@@ -61,6 +61,7 @@ def test_dapo_buffer_filters_on_the_rounded_score_and_is_bounded():
 
 
 def test_lost_group_stops_at_once_by_default_and_names_the_scorer(monkeypatch, tmp_path):
+    from src.trainer.guard import StepGuard, TrainingGuardStop  # imports verl: only where used
     monkeypatch.setenv("QE_SCORER_URL", "http://127.0.0.1:4711")
     monkeypatch.setenv("QE_SCORER_LOG", "/runs/x/scorer/node-0.log")
     stop_file = tmp_path / "training_stop.txt"
@@ -78,6 +79,7 @@ def test_lost_group_stops_at_once_by_default_and_names_the_scorer(monkeypatch, t
 
 
 def test_a_budget_counts_lost_groups_per_step_and_per_run():
+    from src.trainer.guard import StepGuard  # imports verl: only where used
     reasons: list[str] = []
     guard = StepGuard(lost_groups_allowed=2, max_gen_batches=0, filter_metric=None, train_batch_size=48,
                       on_stop=reasons.append)

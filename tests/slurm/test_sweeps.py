@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -94,6 +96,26 @@ def test_a_request_without_a_partition_names_the_default_one(sweep, slurm_cluste
     assert_one_line_refusal(res.stderr, "error: sbatch refused the request (1 node(s) x 2 GPUs, "
                             f"{slurm_cluster.cpus + 6} CPUs/task, the default partition): ",
                             f"partition {sweep.partition}: 1 node(s)")
+
+
+def test_a_controller_that_does_not_answer_is_named_instead_of_blamed_on_the_request(sweep, tmp_path):
+    """With slurmctld down or unreachable, sbatch --test-only fails with "Unable to contact slurm controller", and
+    the launcher called that a refusal of the request and advised fewer nodes and GPUs. It says now that no
+    controller answered: one line, exit 2, nothing written or submitted. The controller is made unreachable for
+    real: sbatch reads a copy of the dev cluster's slurm.conf (SLURM_CONF) whose controller port nobody listens on."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        closed_port = s.getsockname()[1]
+    conf = tmp_path / "slurm.conf"
+    text = Path(os.environ.get("SLURM_CONF", "/etc/slurm/slurm.conf")).read_text()
+    conf.write_text(re.sub(r"(?m)^SlurmctldPort=.*$", f"SlurmctldPort={closed_port}", text))
+    res = sweep.run(["gpus=2", "dry_run=true"] + sweep.fake_inputs(), env_extra={"SLURM_CONF": str(conf)})
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert_one_line_refusal(res.stderr, "error: Slurm's controller did not answer sbatch (",
+                            "Unable to contact slurm controller", f"(1 node(s) x 2 GPUs, 16 CPUs/task, partition "
+                            f"{sweep.partition}) was not checked and nothing was submitted", "sinfo")
+    assert "ask for fewer" not in res.stderr
+    assert not sweep.dir.exists() and files_under(sweep.out) == [] and sweep.job_ids() == []
 
 
 @pytest.mark.parametrize("dry", ["true", "false"])
