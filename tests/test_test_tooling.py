@@ -170,3 +170,17 @@ def test_the_fast_tier_leaves_out_directories_modules_and_single_tests_and_keeps
     assert not tiers.is_heavy("tests/launcher/test_cli.py::test_slower")
     assert not tiers.is_heavy("tests/launcher/test_smoke_tiny.py::test_x")
     assert not tiers.is_heavy("tests/loopy/test_x.py::test_y")
+
+
+def test_the_fast_tier_does_not_import_what_it_leaves_out():
+    """A directory or module of HEAVY is not collected at all (importing verl's actors for it cost seconds in every
+    xdist worker), where deselecting would import it first and then say "0/5 tests collected (5 deselected)"."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    fast = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                           "--tier", "fast", "tests/ray_actors"], cwd=root, capture_output=True, text=True, timeout=300)
+    last = fast.stdout.strip().splitlines()[-1]
+    assert last.startswith("no tests collected") and "deselected" not in last, fast.stdout[-2000:] + fast.stderr[-2000:]
