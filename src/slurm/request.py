@@ -158,8 +158,8 @@ def test_only(params: dict) -> str | None:
     return next((l for l in lines if "error" in l.lower() or "failure" in l.lower()), lines[-1] if lines else "?")
 
 
-# what sbatch says when it reaches no controller (slurm's src/common/slurm_protocol_api.c and
-# slurm_errno.c: SLURM_COMMUNICATIONS_CONNECTION_ERROR and the socket errors): the request was never judged
+# what sbatch says when it reaches no controller: Slurm's error strings for SLURM_COMMUNICATIONS_*_ERROR and
+# its socket errors (src/common/slurm_errno.c; each string is in Debian's libslurmfull.so). The request was never judged
 _NO_CONTROLLER = ("unable to contact slurm controller", "socket timed out", "zero bytes were transmitted",
                   "communication connection failure")
 
