@@ -48,22 +48,21 @@ class _Server:
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True,
                                      bufsize=1)
         line = self.proc.stdout.readline().strip()
-        if not line.startswith(READY):
+        if line != READY:
             raise RuntimeError(f"the launch server did not start ({line!r}); log: {self.log.name}: "
                                f"{Path(self.log.name).read_text(errors='replace')[-3000:]}")
-        # its environment once the preloads ran: importing verl sets RAY_* and TORCH* variables, which a test
-        # process that imported verl since has too; a fresh launch given them would import the same way
-        self.env_after_imports = json.loads(line[len(READY):])
         self.lock = threading.Lock()
-
-    def imports_differently(self, env: dict) -> set[str]:
-        """The variables read at import time whose value in `env` is neither the one this server started with
-        nor the one its own imports left."""
-        keys = {k for k in set(env) | set(self.env) | set(self.env_after_imports) if k.startswith(READ_AT_IMPORT)}
-        return {k for k in keys if env.get(k) not in (self.env.get(k), self.env_after_imports.get(k))}
 
     def alive(self) -> bool:
         return self.proc.poll() is None
+
+    def stop(self) -> None:
+        if self.alive():
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
 
     def run(self, module: str, argv: list[str], env: dict, cwd: str, timeout: float) -> subprocess.CompletedProcess:
         args = [sys.executable, "-m", module, *argv]
@@ -110,22 +109,29 @@ def run_module(module: str, argv: list[str], env: dict, cwd: str | Path = REPO,
     """`python -m MODULE *argv` (one of this project's, under src/ or tests/), as `launch` runs the launcher."""
     global _server
     assert module.startswith(("src.", "tests.")), module
-    if _server is None or not _server.alive():
-        _server = _Server(launch_env())
-    if Path(cwd).resolve() != REPO or _server.imports_differently(env):
+    here = launch_env()
+    if _server is None or not _server.alive() or _read_at_import(_server.env) != _read_at_import(here):
+        # this process's own environment moved since its server started: an import here set some (verl sets RAY_*
+        # and TORCH* variables, its megatron engine TORCH_CUDA_ARCH_LIST), or a test did. A server started again
+        # from it imports as a launch given that environment would; the old one would send every launch to a
+        # real process
+        if _server is not None:
+            _server.stop()
+        _server = _Server(here)
+    if Path(cwd).resolve() != REPO or _read_at_import(env) != _read_at_import(_server.env):
         return subprocess.run([sys.executable, "-m", module, *argv], cwd=cwd, env=env, capture_output=True,
                               text=True, timeout=timeout)
     return _server.run(module, list(argv), dict(env), str(cwd), timeout)
 
 
+def _read_at_import(env: dict) -> dict:
+    return {k: v for k, v in env.items() if k.startswith(READ_AT_IMPORT)}
+
+
 @atexit.register
 def _stop_server() -> None:
-    if _server is not None and _server.alive():
-        _server.proc.stdin.close()
-        try:
-            _server.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            _server.proc.kill()
+    if _server is not None:
+        _server.stop()
 
 
 # ---------------------------------------------------------------------------------------------- server
@@ -183,7 +189,7 @@ def serve() -> None:
     for module in PRELOAD:
         importlib.import_module(module)
     protocol_out = sys.stdout
-    print(READY + json.dumps(dict(os.environ)), file=protocol_out, flush=True)
+    print(READY, file=protocol_out, flush=True)
     for line in sys.stdin:
         request = json.loads(line)
         sys.stdout.flush()

@@ -35,15 +35,16 @@ def test_what_is_read_at_import_gets_a_real_process(monkeypatch):
 
 
 def test_a_launch_after_this_process_imported_verl_is_still_forked():
-    """Importing verl sets RAY_* and TORCH* variables in the importing process. A test process whose launch server
-    started before it imported verl sent every later launch to a real process (a variable read at import
-    differed from the server's), which made the fast tier slower and this file's test above order-dependent. Run
-    in a fresh process, so the server surely starts first."""
+    """Importing verl sets RAY_* and TORCH* variables in the importing process (its megatron engine
+    TORCH_CUDA_ARCH_LIST). A test process whose launch server started before it imported them sent every later
+    launch to a real process (a variable read at import differed from the server's), which made the fast tier
+    slower and this file's test above order-dependent; the server is started again from the process's new
+    environment. Run in a fresh process, so the server surely starts first."""
     code = (
         "import subprocess, sys\n"
         "from tests import launch_server as ls\n"
         "assert ls.launch(['gpus=0'], env=ls.launch_env()).returncode == 2\n"
-        "import verl  # noqa: F401  (sets RAY_CLIENT_MODE, TORCHINDUCTOR_CACHE_DIR, ... here)\n"
+        "import verl.workers.engine  # noqa: F401  (sets RAY_CLIENT_MODE, TORCH_CUDA_ARCH_LIST, ... here)\n"
         "calls = []\n"
         "real_run = subprocess.run\n"
         "ls.subprocess.run = lambda *a, **kw: calls.append(a) or real_run(*a, **kw)\n"
