@@ -6,6 +6,8 @@ dir (conf/config.yaml, resolver `algo_label`), the checkpoint dir and wandb (src
 """
 from __future__ import annotations
 
+import copy
+import functools
 from dataclasses import MISSING as NO_DEFAULT
 from dataclasses import fields
 from typing import Any, Optional
@@ -21,11 +23,19 @@ ABSENT = object()
 
 def preset_values(name: str) -> Optional[dict]:
     """conf/algo/<name>.yaml as a plain dict (None: no such preset, e.g. a hand-set algo.name)."""
-    from omegaconf import OmegaConf
-
     path = CONF_DIR / "algo" / f"{name}.yaml"
     if not path.is_file():
         return None
+    stat = path.stat()
+    # every composition asks (the `algo_label` resolver); a copy, so no caller changes what the next one reads
+    return copy.deepcopy(_read_preset(str(path), stat.st_mtime_ns, stat.st_size))
+
+
+@functools.lru_cache(maxsize=64)
+def _read_preset(path: str, mtime_ns: int, size: int) -> dict:
+    # keyed by the file's mtime and size too: an edited preset is read again
+    from omegaconf import OmegaConf
+
     return OmegaConf.to_container(OmegaConf.load(path), resolve=False)
 
 

@@ -20,7 +20,7 @@ import json
 import sys
 from pathlib import Path
 
-from src.record import fingerprint, snapshot, upgrade
+from src.record import fingerprint, snapshot, upgrade, yaml_files
 
 from .errors import USAGE_EXIT, UsageError
 from .lineage import Lineage
@@ -120,7 +120,7 @@ def _before_replay(snapshot_dir: Path, extra: list[str]) -> int | None:
     try:
         import yaml
 
-        composed = yaml.safe_load((snapshot_dir / "composed.yaml").read_text(encoding="utf-8"))
+        composed = yaml_files.load((snapshot_dir / "composed.yaml").read_text(encoding="utf-8"))
     except (OSError, ValueError, yaml.YAMLError):
         return None  # not a snapshot, or a damaged one: from_snapshot refuses it with its own line
     if not isinstance(composed, dict):

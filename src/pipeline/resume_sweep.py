@@ -25,7 +25,7 @@ from pathlib import Path
 import yaml
 
 from src.config import override_grammar
-from src.record import sweep_summary
+from src.record import sweep_summary, yaml_files
 from src.record.sweep_resume import Resumed, start
 
 from .errors import UsageError
@@ -80,7 +80,7 @@ def _command(sweep_dir: Path) -> tuple[list[str], list[str]]:
         raise UsageError(f"{FLAG} {sweep_dir}: no such dir; pass a sweep dir, e.g. outputs/multirun/<time>")
     path = sweep_dir / MULTIRUN_FILE
     try:
-        recorded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        recorded = yaml_files.load(path.read_text(encoding="utf-8"))
         overrides = recorded["hydra"]["overrides"]
         task, hydra = list(overrides["task"] or []), list(overrides["hydra"] or [])
     except FileNotFoundError:

@@ -29,7 +29,7 @@ import yaml
 
 from src.config import compose_config, is_hydra_override
 
-from . import snapshot
+from . import snapshot, yaml_files
 
 
 class SnapshotError(ValueError):
@@ -68,10 +68,10 @@ def load(snapshot_dir: Path) -> Upgraded:
     if not snapshot_dir.is_dir() or not (snapshot_dir / snapshot.COMPOSED).is_file():
         raise SnapshotError(f"{snapshot_dir} is not a snapshot dir (no {snapshot.COMPOSED}); pass "
                             f"outputs/runs/<run>/snapshot")
-    composed = _read(snapshot_dir, snapshot.COMPOSED, yaml.safe_load, dict)
-    overrides = _read(snapshot_dir, snapshot.OVERRIDES, yaml.safe_load, list, empty=[])
+    composed = _read(snapshot_dir, snapshot.COMPOSED, yaml_files.load, dict)
+    overrides = _read(snapshot_dir, snapshot.OVERRIDES, yaml_files.load, list, empty=[])
     original = _read(snapshot_dir, snapshot.PLAN, json.loads, dict)
-    verl = _read(snapshot_dir, snapshot.VERL_CONFIG, yaml.safe_load, dict)
+    verl = _read(snapshot_dir, snapshot.VERL_CONFIG, yaml_files.load, dict)
     fmt = _format(snapshot_dir)
     if fmt > snapshot.FORMAT:
         raise SnapshotError(f"{snapshot_dir} has snapshot format {fmt}, newer than this code's "

@@ -32,7 +32,7 @@ from pathlib import Path
 import pandas as pd
 
 from src.data.safe_write import writable_dir_problem
-from src.record import snapshot
+from src.record import snapshot, yaml_files
 
 METRICS_FILE = "metrics.jsonl"
 TRAIN_LOG = "train.log"  # the launcher's log of the training command (src/pipeline/run.py)
@@ -191,7 +191,7 @@ def load_verl_config(run_dir: Path, verl_config: Path | None) -> dict:
             import yaml
 
             try:
-                cfg = yaml.safe_load(path.read_text(encoding="utf-8"))
+                cfg = yaml_files.load(path.read_text(encoding="utf-8"))
             except UnicodeDecodeError:
                 raise RunDirError(f"verl config {path} is not UTF-8 text (give the run's resolved verl config, "
                                   f"snapshot/verl_config.yaml)") from None
@@ -263,7 +263,7 @@ def dry_run(run_dir: Path) -> bool:
     import yaml
 
     try:
-        composed = yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
+        composed = yaml_files.load(path.read_text(encoding="utf-8")) if path.is_file() else None
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return False  # a damaged record is a missing one
     return isinstance(composed, dict) and composed.get("dry_run") is True

@@ -31,7 +31,7 @@ from pathlib import Path
 import yaml
 
 from src.record import identity as run_identity
-from src.record import snapshot, sweep_summary
+from src.record import snapshot, sweep_summary, yaml_files
 
 from .run_files import METRICS_DIR, METRICS_FILE, TRAIN_LOG, RunDirError
 
@@ -81,7 +81,7 @@ def sweep_runs(sweep_dir: Path) -> list[Path]:
 
 def _yaml(path: Path):
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8")) if path.is_file() else None
+        return yaml_files.load(path.read_text(encoding="utf-8")) if path.is_file() else None
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return None  # a damaged record is a missing one: the report says what it could not read
 
