@@ -10,8 +10,9 @@ default name gets -2, -3... when another evaluation took it in the same second.
     python -m src.evaluate checkpoint=results/.../global_step_200/actor data=data/flores/test.parquet
 
 Steps, one module each: options (key=value arguments), checkpoint (HF dir or verl FSDP shards ->
-verl's model merger), testset (the parquet of src.data.prepare), generators (vLLM on GPU, or canned
-responses from a jsonl), segments (the `<translate>` part, parsed as the reward parses it),
+verl's model merger), testset (the parquet of src.data.prepare) or testsets (standard test sets as
+released: WMT24++, WMT xml, FLORES-200, aligned text; a table row per set and direction), generators
+(vLLM on GPU, or canned responses from a jsonl), segments (the `<translate>` part, parsed as the reward parses it),
 text_metrics (sacrebleu BLEU/chrF), qe_metrics (the QE scoring service through the reward's
 client), scorer_service (start that service when no URL is given), outputs (tables and jsonl).
 """
@@ -37,25 +38,33 @@ def _stamp() -> str:
     return dt.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
 
 
-def default_out(data: str) -> Path:
-    """outputs/eval/<time>_<data stem>; write_outputs makes it unique (-2, -3...) when taken."""
+def default_out(label: str) -> Path:
+    """outputs/eval/<time>_<label> (the data file's stem, or the test sets' names); write_outputs makes it
+    unique (-2, -3...) when taken."""
     from src.config import PROJECT_ROOT
 
-    return PROJECT_ROOT / "outputs" / "eval" / f"{_stamp()}_{Path(data).stem}"
+    return PROJECT_ROOT / "outputs" / "eval" / f"{_stamp()}_{label}"
 
 
 class Prepared:
     """Everything checked up front: what to generate with and where scores come from."""
 
     def __init__(self, opts: EvalOptions):
-        from . import checkpoint, generators, testset
+        from . import checkpoint, generators, testset, testsets
 
         self.opts = opts
         self.explicit_out = bool(opts.out)
-        self.out = Path(opts.out).expanduser() if opts.out else default_out(opts.data)
+        # testsets=: every set read whole (rows numbered on over the sets), `limit` rows of each evaluated
+        self.sets = testsets.read_testsets(opts.testsets, opts.template) if opts.testsets else []
+        label = "+".join(s.name for s in self.sets) if self.sets else Path(opts.data).stem
+        self.out = Path(opts.out).expanduser() if opts.out else default_out(label)
         self._check_out()
-        every_row = testset.read_testset(opts.data)
-        self.rows = every_row[:opts.limit] if opts.limit else every_row
+        if self.sets:
+            every_row = [r for s in self.sets for r in s.rows]
+            self.rows = [r for s in self.sets for r in (s.rows[:opts.limit] if opts.limit else s.rows)]
+        else:
+            every_row = testset.read_testset(opts.data)
+            self.rows = every_row[:opts.limit] if opts.limit else every_row
         self.resolved = checkpoint.resolve_checkpoint(opts.checkpoint) if opts.checkpoint else None
         problem = (checkpoint.merge_target_problem(self.resolved, opts.merged_dir)
                    if self.resolved and opts.generator == "vllm" else None)
@@ -141,8 +150,11 @@ def evaluate(p: Prepared) -> tuple[list[dict], list[dict], dict]:
     from .outputs import direction_row
 
     rows, signatures = [], {}
-    by_direction = sorted(segments, key=lambda s: s["direction"])
-    for direction, group in groupby(by_direction, key=lambda s: s["direction"]):
+    # a row per direction; with testsets=, per set and direction (data_source): WMT24++ en-zh and FLORES
+    # en-zh are two results, never one mean
+    row_key = (lambda s: s["data_source"]) if o.testsets else (lambda s: s["direction"])
+    by_direction = sorted(segments, key=row_key)
+    for direction, group in groupby(by_direction, key=row_key):
         group = list(group)
         corpus = None
         if text_wanted:
@@ -154,12 +166,18 @@ def evaluate(p: Prepared) -> tuple[list[dict], list[dict], dict]:
             if metric not in o.metrics:
                 row.pop(metric, None)
         rows.append(row)
-    summary = {"data": str(Path(o.data).resolve()), "checkpoint": o.checkpoint, "model_dir": model_dir,
-               "generator": o.generator, "options": asdict(o), "sacrebleu_signatures": signatures,
+    summary = {"data": str(Path(o.data).resolve()) if o.data else None, "checkpoint": o.checkpoint,
+               "model_dir": model_dir, "generator": o.generator, "options": asdict(o),
+               "sacrebleu_signatures": signatures,
                "scorer": p.scorer_url or ("started here" if p.scorer_plan else None),
                "created": dt.datetime.now().isoformat(timespec="seconds")}
     if o.trained_on:  # only then: an evaluation without the option writes what it wrote before
         summary.update(trained_on=list(o.trained_on), held_out=o.held_out)
+    if p.sets:  # what each set held and what was left out of it, for the paper's test-set description
+        summary["testsets"] = [{"spec": s.spec, "name": s.name, "format": s.kind, "rows": len(s.rows),
+                                "bad_source_dropped": s.bad_source_dropped,
+                                "no_reference_dropped": s.no_reference_dropped, "references": s.references}
+                               for s in p.sets]
     return rows, segments, summary
 
 
@@ -188,6 +206,11 @@ def _main(argv: list[str] | None) -> int:
     except UsageError as exc:
         _say(f"evaluate: error: {exc}")
         return EXIT_BAD_INPUT
+    for s in prepared.sets:
+        dropped = [f"{n} {why}" for n, why in ((s.bad_source_dropped, "with is_bad_source"),
+                                               (s.no_reference_dropped, "without a reference")) if n]
+        if dropped:
+            _say(f"{s.spec}: {len(s.rows)} segments; left out {' and '.join(dropped)}")
     try:
         rows, segments, summary = evaluate(prepared)
     except RuntimeError as exc:  # MergeError, the scorer's errors (start, unreachable, refused), vLLM's
@@ -200,7 +223,8 @@ def _main(argv: list[str] | None) -> int:
     except OSError as exc:
         _say(f"evaluate: error: cannot write {prepared.out}: {os_reason(exc)}; nothing was written")
         return EXIT_FAILED
-    print_table(rows, title=f"{Path(prepared.opts.data).name}: {prepared.opts.checkpoint or prepared.opts.responses}",
+    what = Path(prepared.opts.data).name if prepared.opts.data else ",".join(s.name for s in prepared.sets)
+    print_table(rows, title=f"{what}: {prepared.opts.checkpoint or prepared.opts.responses}",
                 trained_on=prepared.opts.trained_on)
     if prepared.explicit_out and written != prepared.out:
         _say(f"out: {prepared.out} was created by something else during the evaluation; wrote beside it: {written}")

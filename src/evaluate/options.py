@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 
+from src.data.templates import TEMPLATES
 from src.scorer.backends import METRICS as QE_METRICS
 from src.scorer.backends import OWN_METRICS
 
@@ -49,13 +50,18 @@ class _Options:
     checkpoint: Optional[str] = None
     # test set: a parquet written by `python -m src.data.prepare`
     data: Optional[str] = None
+    # or standard test sets as released, comma-separated (src/evaluate/testsets.py): a WMT24++ jsonl, a WMT
+    # xml, FLORES-200 devtest (SRC:REF, or DIR@zh-en), line-aligned SRC:REF[@zh-en], a prepared parquet
+    testsets: list = field(default_factory=list)
+    # the prompt template testsets= rows are built with (base | chat | rl): the one the policy was trained with
+    template: Optional[str] = None
     # output dir, created at the end; an existing path is refused (nothing is ever replaced).
-    # default outputs/eval/<time>_<data stem>, with -2, -3... when an evaluation took that name first
+    # default outputs/eval/<time>_<data stem or the test sets' names>, -2, -3... when an evaluation took it first
     out: Optional[str] = None
     # vllm (GPU) | file (canned responses, `responses=`: jsonl of {"index", "response"})
     generator: str = "vllm"
     responses: Optional[str] = None
-    # at most this many rows of the test set (in file order); null = all
+    # at most this many rows of the test set (in file order; of each set with testsets=); null = all
     limit: Optional[int] = None
     # generation: temperature 0 = greedy
     temperature: float = 0.0
@@ -121,6 +127,11 @@ def _convert(key: str, raw: str):
     kind = _FIELDS[key].type
     if raw.lower() in ("null", "none", "~") and "Optional" in str(kind):
         return None
+    if key == "testsets":
+        specs = [v.strip() for v in raw.strip("[]").split(",") if v.strip()]
+        if not specs:
+            raise UsageError("testsets: empty; give FILE[,FILE...] (e.g. testsets=wmt24pp/en-zh_CN.jsonl)")
+        return specs
     if key in ("metrics", "trained_on"):
         values = [v.strip().lower() for v in raw.strip("[]").split(",") if v.strip()]
         bad = [v for v in values if v not in ALL_METRICS]
@@ -166,9 +177,16 @@ def _check(o: EvalOptions) -> None:
         raise UsageError(f"generator={o.generator!r}; choose from {', '.join(GENERATORS)}")
     if o.extract not in EXTRACT_MODES:
         raise UsageError(f"extract={o.extract!r}; choose from {', '.join(EXTRACT_MODES)}")
-    if not o.data:
+    if o.data and o.testsets:
+        raise UsageError("give data= or testsets=, not both (a prepared parquet can be one of the testsets=)")
+    if not o.data and not o.testsets:
         raise UsageError("data= is required: the test set parquet from src.data.prepare "
-                         "(e.g. data=data/flores/test.parquet)")
+                         "(e.g. data=data/flores/test.parquet), or testsets=FILE[,FILE...] for standard test sets")
+    if o.testsets and o.template not in TEMPLATES:
+        raise UsageError(f"testsets= needs template={'|'.join(TEMPLATES)}: the prompt template the policy was "
+                         f"trained with (its data group's template), got {o.template or 'none'}")
+    if o.template and not o.testsets:
+        raise UsageError("template= is for testsets= only: a data= parquet carries the template it was prepared with")
     if o.generator == "vllm" and not o.checkpoint:
         raise UsageError("checkpoint= is required with generator=vllm (an HF model dir or a verl "
                          "global_step_N/actor dir)")

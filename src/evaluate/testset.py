@@ -25,6 +25,16 @@ class TestRow:
         return f"{self.src_lang}-{self.tgt_lang}"
 
 
+def from_verl_row(record: dict) -> TestRow:
+    """The TestRow of one verl row (src.data.rows.make_row's dict, or a parquet row of it); KeyError,
+    TypeError or ValueError when a field the contract names is missing or malformed."""
+    info = record["extra_info"] or {}
+    return TestRow(index=int(info["index"]), data_source=str(record["data_source"]), src_lang=str(info["src_lang"]),
+                   tgt_lang=str(info["tgt_lang"]), src=str(info["src"]),
+                   ref=str((record["reward_model"] or {})["ground_truth"]), template=str(info["template"]),
+                   messages=[dict(m) for m in record["prompt"]])
+
+
 def read_testset(path: str | Path, limit: int | None = None) -> list[TestRow]:
     """Rows in file order (the first `limit` of them); UsageError (one line) when the file is missing
     or is not prepare's output. Every row is checked, `limit` or not."""
@@ -44,12 +54,8 @@ def read_testset(path: str | Path, limit: int | None = None) -> list[TestRow]:
     rows = []
     seen = set()
     for i, r in enumerate(table.to_pylist()):
-        info = r["extra_info"] or {}
         try:
-            row = TestRow(index=int(info["index"]), data_source=str(r["data_source"]), src_lang=str(info["src_lang"]),
-                          tgt_lang=str(info["tgt_lang"]), src=str(info["src"]),
-                          ref=str((r["reward_model"] or {})["ground_truth"]), template=str(info["template"]),
-                          messages=[dict(m) for m in r["prompt"]])
+            row = from_verl_row(r)
         except (KeyError, TypeError, ValueError) as exc:
             raise UsageError(f"data: row {i} of {path} lacks {exc} (extra_info needs index, src, src_lang, "
                              f"tgt_lang, template; reward_model needs ground_truth)") from None
