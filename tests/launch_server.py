@@ -188,6 +188,10 @@ def serve() -> None:
 
     for module in PRELOAD:
         importlib.import_module(module)
+    # py3langid's model, which a launch loads to check reward.guards.wrong_language.languages against its labels
+    # (src/rewards/lid.py known_languages): 0.3-0.5 s of every launch, the same model for all (it ships in the
+    # wheel), kept per process as a launch keeps it
+    importlib.import_module("src.rewards.lid").identifier()
     protocol_out = sys.stdout
     print(READY, file=protocol_out, flush=True)
     for line in sys.stdin:
