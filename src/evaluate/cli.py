@@ -12,9 +12,11 @@ default name gets -2, -3... when another evaluation took it in the same second.
 Steps, one module each: options (key=value arguments), checkpoint (HF dir or verl FSDP shards ->
 verl's model merger), testset (the parquet of src.data.prepare) or testsets (standard test sets as
 released: WMT24++, WMT xml, FLORES-200, aligned text; a table row per set and direction), generators
-(vLLM on GPU, or canned responses from a jsonl), segments (the `<translate>` part, parsed as the reward parses it),
-text_metrics (sacrebleu BLEU/chrF), qe_metrics (the QE scoring service through the reward's
-client), scorer_service (start that service when no URL is given), outputs (tables and jsonl).
+(vLLM on GPU, canned responses from a jsonl, or an outside system's hypotheses file), segments (the
+`<translate>` part, parsed as the reward parses it, or the raw answer), text_metrics (sacrebleu BLEU/chrF),
+qe_metrics (the QE scoring service through the reward's client), scorer_service (start that service when
+no URL is given), baseline and comparison (an earlier evaluation to test against, significance's paired
+bootstrap per row and metric), outputs (tables and jsonl).
 """
 from __future__ import annotations
 
@@ -51,6 +53,7 @@ class Prepared:
 
     def __init__(self, opts: EvalOptions):
         from . import checkpoint, generators, testset, testsets
+        from .baseline import describe_test_set, read_baseline
 
         self.opts = opts
         self.explicit_out = bool(opts.out)
@@ -70,9 +73,16 @@ class Prepared:
                    if self.resolved and opts.generator == "vllm" else None)
         if problem:
             raise UsageError(problem)
+        # checked against the rows it must match, before anything is generated
+        self.baseline = (read_baseline(opts.baseline, opts, self.rows, describe_test_set(opts, self.sets))
+                         if opts.baseline else None)
         if opts.generator == "file":
             self.generator = generators.FileGenerator(opts.responses)
             self.generator.check(self.rows, known={r.index for r in every_row})
+        elif opts.generator == "hypotheses":
+            # the file's segments, dropped ones included; one test set (options.py refuses more)
+            segments, what = (self.sets[0].segments, self.sets[0].spec) if self.sets else (len(every_row), opts.data)
+            self.generator = generators.HypothesesGenerator(opts.hypotheses, segments, what)
         elif not generators.vllm_available():
             raise UsageError("generator=vllm needs vLLM, which this environment lacks (run on a GPU node in the "
                              "qe-rl conda env, or use generator=file responses=...)")
@@ -105,7 +115,7 @@ class Prepared:
 def _generate(p: Prepared) -> tuple[list[str], str | None]:
     from . import checkpoint, generators
 
-    if p.opts.generator == "file":
+    if p.opts.generator in ("file", "hypotheses"):
         return p.generator.generate(p.rows), None
     model_dir = checkpoint.hf_model_dir(p.resolved, p.opts.merged_dir, log=_say)
     _say(f"generating {len(p.rows)} translations with vLLM from {model_dir}")
@@ -149,13 +159,13 @@ def evaluate(p: Prepared) -> tuple[list[dict], list[dict], dict]:
 
     from .outputs import direction_row
 
-    rows, signatures = [], {}
+    rows, signatures, groups = [], {}, {}
     # a row per direction; with testsets=, per set and direction (data_source): WMT24++ en-zh and FLORES
     # en-zh are two results, never one mean
     row_key = (lambda s: s["data_source"]) if o.testsets else (lambda s: s["direction"])
     by_direction = sorted(segments, key=row_key)
     for direction, group in groupby(by_direction, key=row_key):
-        group = list(group)
+        group = groups[direction] = list(group)
         corpus = None
         if text_wanted:
             corpus = corpus_scores([s["translation"] for s in group], [s["ref"] for s in group],
@@ -171,6 +181,10 @@ def evaluate(p: Prepared) -> tuple[list[dict], list[dict], dict]:
                "sacrebleu_signatures": signatures,
                "scorer": p.scorer_url or ("started here" if p.scorer_plan else None),
                "created": dt.datetime.now().isoformat(timespec="seconds")}
+    if p.baseline:
+        from .comparison import compare
+
+        summary["baseline"] = compare(p.baseline, groups, o.bootstrap_resamples, o.bootstrap_seed)
     if o.trained_on:  # only then: an evaluation without the option writes what it wrote before
         summary.update(trained_on=list(o.trained_on), held_out=o.held_out)
     if p.sets:  # what each set held and what was left out of it, for the paper's test-set description
@@ -224,8 +238,9 @@ def _main(argv: list[str] | None) -> int:
         _say(f"evaluate: error: cannot write {prepared.out}: {os_reason(exc)}; nothing was written")
         return EXIT_FAILED
     what = Path(prepared.opts.data).name if prepared.opts.data else ",".join(s.name for s in prepared.sets)
-    print_table(rows, title=f"{what}: {prepared.opts.checkpoint or prepared.opts.responses}",
-                trained_on=prepared.opts.trained_on)
+    system = prepared.opts.checkpoint or prepared.opts.responses or prepared.opts.hypotheses
+    print_table(rows, title=f"{what}: {system}", trained_on=prepared.opts.trained_on,
+                versus=summary.get("baseline"))
     if prepared.explicit_out and written != prepared.out:
         _say(f"out: {prepared.out} was created by something else during the evaluation; wrote beside it: {written}")
     else:

@@ -4,6 +4,9 @@
   sampling. vLLM is imported only here, inside the call: the train env on a CPU machine has none.
 - `file`: canned responses from a jsonl (`{"index": <extra_info.index>, "response": "..."}` per
   line): CPU tests, or re-scoring generations made elsewhere.
+- `hypotheses`: an outside system's translations as plain text, one segment a line in the test set's file
+  order, with a line for each segment the file holds, the ones evaluation leaves out included (WMT24++
+  `is_bad_source`): what a system that translated the released file wrote. TestRow.line picks each row's.
 
 Prompts are rendered as verl renders them at rollout: the tokenizer's chat template with the
 generation prompt, or (the run's model.use_chat_template false) the plain concatenation that
@@ -14,6 +17,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Protocol
+
+from src.data.readers import InputError, read_text_lines
 
 from .options import EvalOptions, UsageError
 from .testset import TestRow
@@ -77,6 +82,27 @@ class FileGenerator:
     def generate(self, rows: list[TestRow]) -> list[str]:
         self.check(rows)
         return [self.by_index[r.index] for r in rows]
+
+
+class HypothesesGenerator:
+    def __init__(self, path: str | Path, segments: int, test_set: str):
+        """The lines of `path`, which must be one a segment of `test_set` (`segments` of them); else
+        UsageError naming both counts."""
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise UsageError(f"hypotheses: no such file: {self.path}")
+        try:
+            # split on "\n" only, as test sets are read: U+2028 inside a translation does not end its line
+            self.lines = read_text_lines(self.path)
+        except InputError as exc:
+            raise UsageError(f"hypotheses: {exc}") from None
+        if len(self.lines) != segments:
+            raise UsageError(f"hypotheses: {self.path} has {len(self.lines)} lines but {test_set} has {segments} "
+                             f"segments; give one line per segment of the file, in its order, those evaluation "
+                             f"leaves out included")
+
+    def generate(self, rows: list[TestRow]) -> list[str]:
+        return [self.lines[r.line] for r in rows]
 
 
 class VLLMGenerator:

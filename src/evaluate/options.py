@@ -16,13 +16,18 @@ from src.data.templates import TEMPLATES
 from src.scorer.backends import METRICS as QE_METRICS
 from src.scorer.backends import OWN_METRICS
 
+from .errors import UsageError  # defined there, imported from here by the modules and tests that read options
+from .significance import DEFAULT_RESAMPLES, DEFAULT_SEED, resampling_problem
+
 TEXT_METRICS = ("bleu", "chrf")
 ALL_METRICS = TEXT_METRICS + QE_METRICS
 # what `metrics` computes unless told: every metric but a backend's own that its descriptor leaves out
 # (OwnMetric.evaluated_by_default: checkpoints a setup has only when it fetched them); metrics=...,<it> adds it
 DEFAULT_METRICS = tuple(m for m in ALL_METRICS if m not in OWN_METRICS or OWN_METRICS[m].evaluated_by_default)
-GENERATORS = ("vllm", "file")
-EXTRACT_MODES = ("lenient", "strict")
+GENERATORS = ("vllm", "file", "hypotheses")
+EXTRACT_MODES = ("lenient", "strict", "raw")
+# what extract= is when hypotheses= is given and extract= is not: an outside system's output is its translation
+HYPOTHESES_EXTRACT = "raw"
 
 
 def model_option(metric: str) -> str:
@@ -37,16 +42,12 @@ def reference_option(metric: str) -> str:
     return f"{metric}_reference"
 
 
-class UsageError(ValueError):
-    """Bad input: the message is one line saying what is wrong (printed as `evaluate: error: ...`)."""
-
-
 @dataclass
 class _Options:
     """The options of every evaluation; EvalOptions below adds each backend metric's own."""
     # model to evaluate: an HF model dir, a verl actor dir (global_step_N/actor), a global_step_N
     # dir, or a checkpoint root holding latest_checkpointed_iteration.txt. Not needed with
-    # generator=file.
+    # generator=file or hypotheses=.
     checkpoint: Optional[str] = None
     # test set: a parquet written by `python -m src.data.prepare`
     data: Optional[str] = None
@@ -58,9 +59,14 @@ class _Options:
     # output dir, created at the end; an existing path is refused (nothing is ever replaced).
     # default outputs/eval/<time>_<data stem or the test sets' names>, -2, -3... when an evaluation took it first
     out: Optional[str] = None
-    # vllm (GPU) | file (canned responses, `responses=`: jsonl of {"index", "response"})
+    # vllm (GPU) | file (canned responses, `responses=`: jsonl of {"index", "response"}) | hypotheses
+    # (`hypotheses=`; implied by it)
     generator: str = "vllm"
     responses: Optional[str] = None
+    # an outside system's translations: plain text, one segment a line, in the test set's file order with a
+    # line for every segment the file holds (WMT24++ is_bad_source rows included); one test set. Implies
+    # generator=hypotheses and, unless extract= is given, extract=raw
+    hypotheses: Optional[str] = None
     # at most this many rows of the test set (in file order; of each set with testsets=); null = all
     limit: Optional[int] = None
     # generation: temperature 0 = greedy
@@ -79,7 +85,8 @@ class _Options:
     # where a verl FSDP checkpoint is merged to (default <actor dir>/merged_hf; reused if complete)
     merged_dir: Optional[str] = None
     # lenient: a response with a broken format is still scored on its last <translate> part
-    # (format_ok says which were broken); strict: a broken format scores as an empty translation
+    # (format_ok says which were broken); strict: a broken format scores as an empty translation;
+    # raw: the whole response is the translation (no tags expected: a base model, an outside system), no format_ok
     extract: str = "lenient"
     metrics: list = field(default_factory=lambda: list(DEFAULT_METRICS))
     # the metrics the policy was trained on (e.g. trained_on=kiwi for reward=comet): the table marks
@@ -98,6 +105,12 @@ class _Options:
     batch_items: int = 256
     concurrency: int = 4
     request_timeout_s: float = 900.0
+    # an earlier evaluation's output dir (its segments.jsonl and summary.json) over the same test set and rows:
+    # the table gets each metric's difference to it with a paired bootstrap p-value (src/evaluate/significance.py)
+    baseline: Optional[str] = None
+    # the paired bootstrap's resamples and seed (sacrebleu's defaults: `sacrebleu --paired-bs` gives the same)
+    bootstrap_resamples: int = DEFAULT_RESAMPLES
+    bootstrap_seed: int = DEFAULT_SEED
 
     @property
     def qe_metrics(self) -> list[str]:
@@ -166,6 +179,9 @@ def parse_options(tokens: list[str]) -> EvalOptions:
         if key not in _FIELDS:
             raise UsageError(f"unknown key {key!r}; known keys: {', '.join(_FIELDS)}")
         values[key] = _convert(key, raw)
+    if values.get("hypotheses"):  # what a researcher scoring an outside system's file means without saying it
+        values.setdefault("generator", "hypotheses")
+        values.setdefault("extract", HYPOTHESES_EXTRACT)
     opts = EvalOptions(**values)
     _check(opts)
     return opts
@@ -177,14 +193,19 @@ def _check(o: EvalOptions) -> None:
         raise UsageError(f"generator={o.generator!r}; choose from {', '.join(GENERATORS)}")
     if o.extract not in EXTRACT_MODES:
         raise UsageError(f"extract={o.extract!r}; choose from {', '.join(EXTRACT_MODES)}")
+    if o.hypotheses and o.generator != "hypotheses":
+        raise UsageError(f"hypotheses= is a generator of its own and generator={o.generator} another; "
+                         f"drop generator= (or hypotheses=)")
     if o.data and o.testsets:
         raise UsageError("give data= or testsets=, not both (a prepared parquet can be one of the testsets=)")
     if not o.data and not o.testsets:
         raise UsageError("data= is required: the test set parquet from src.data.prepare "
                          "(e.g. data=data/flores/test.parquet), or testsets=FILE[,FILE...] for standard test sets")
     if o.testsets and o.template not in TEMPLATES:
+        # with hypotheses= the prompts are built but never used: say so, or the researcher looks for a meaning
+        unused = " (with hypotheses= no prompt is used: any of them scores the same)" if o.hypotheses else ""
         raise UsageError(f"testsets= needs template={'|'.join(TEMPLATES)}: the prompt template the policy was "
-                         f"trained with (its data group's template), got {o.template or 'none'}")
+                         f"trained with (its data group's template), got {o.template or 'none'}{unused}")
     if o.template and not o.testsets:
         raise UsageError("template= is for testsets= only: a data= parquet carries the template it was prepared with")
     if o.generator == "vllm" and not o.checkpoint:
@@ -193,6 +214,13 @@ def _check(o: EvalOptions) -> None:
     if o.generator == "file" and not o.responses:
         raise UsageError("generator=file needs responses=FILE.jsonl "
                          "(one {\"index\": N, \"response\": \"...\"} per row)")
+    if o.generator == "hypotheses" and not o.hypotheses:
+        raise UsageError("generator=hypotheses needs hypotheses=FILE (plain text, one translation a line)")
+    if o.hypotheses and o.responses:
+        raise UsageError("give responses= (jsonl of model answers) or hypotheses= (plain text), not both")
+    if o.hypotheses and len(o.testsets) > 1:
+        raise UsageError(f"hypotheses= holds one test set's translations and testsets= names {len(o.testsets)}; "
+                         f"evaluate each set with its own hypotheses file")
     positive = {"max_new_tokens": o.max_new_tokens, "tp": o.tp, "batch_items": o.batch_items,
                 "concurrency": o.concurrency}
     for key, value in positive.items():
@@ -206,6 +234,14 @@ def _check(o: EvalOptions) -> None:
         raise UsageError(f"request_timeout_s must be positive, got {o.request_timeout_s}")
     if o.scorer_device not in ("auto", "cuda", "cpu") and not re.fullmatch(r"cuda:\d+", o.scorer_device):
         raise UsageError(f"scorer_device={o.scorer_device!r}; use auto, cuda, cuda:N or cpu")
+    problem = resampling_problem(o.bootstrap_resamples, o.bootstrap_seed, "bootstrap_resamples", "bootstrap_seed")
+    if problem:
+        raise UsageError(problem)
+    bootstrap = [f"{k}={getattr(o, k)}" for k in ("bootstrap_resamples", "bootstrap_seed")
+                 if getattr(o, k) != getattr(EvalOptions, k)]
+    if bootstrap and not o.baseline:
+        raise UsageError(f"{' and '.join(bootstrap)}: only used with baseline=DIR (an earlier evaluation's "
+                         f"output dir to compare with), which is not given; add baseline= or drop them")
     missing = [m for m in o.trained_on if m not in o.metrics]
     if missing:
         raise UsageError(f"trained_on={','.join(o.trained_on)} names {missing[0]}, which metrics= does not compute; "

@@ -1,5 +1,7 @@
 """The evaluation's results: one table row per direction (console via rich, markdown, csv), every
-segment with its scores and spans (jsonl), and a summary.json with the settings and signatures.
+segment with its scores and spans (jsonl), and a summary.json with the settings and signatures. With
+baseline=, each compared metric gets a column of its difference to the baseline (`+1.23* (p=0.004)`) and
+a note under the table saying how it was tested; summary.json's `baseline` holds the full comparison.
 
 The output dir is built in a temp dir beside it and renamed at the end to a name created then
 (src/data/safe_write.py): an existing directory is never replaced or written into, two evaluations
@@ -16,9 +18,10 @@ from statistics import fmean
 
 from src.data.safe_write import new_dir_beside, publish_dir
 
-from src.scorer.backends import OWN_METRICS, metric_label
+from src.scorer.backends import OWN_METRICS, metric_label, scale_of
 
 from .options import ALL_METRICS
+from .significance import CORPUS_METRICS
 
 # (key in a direction's row, column header, decimals); a column shows only when some row has it.
 # A backend's own metric (on a scale of its own) says its label and scale in its header, after the rest.
@@ -37,15 +40,19 @@ COLUMNS = (
     ("n_critical", "critical/seg", 3),
     *((metric, metric_label(metric), 3) for metric in OWN_METRICS),
 )
+_HEADERS = {key: header for key, header, _ in COLUMNS}
+_DECIMALS = {key: decimals for key, _, decimals in COLUMNS}
 SEGMENT_MEANS = ("comet", "kiwi", "xcomet", "xcomet_mqm", "n_minor", "n_major", "n_critical", *OWN_METRICS)
 TABLE_MD, TABLE_CSV, SEGMENTS_JSONL, SUMMARY_JSON = "scores.md", "scores.csv", "segments.jsonl", "summary.json"
 
 
 def direction_row(direction: str, segments: list[dict], corpus) -> dict:
     """One table row: corpus BLEU/chrF (`corpus`: text_metrics.CorpusScores or None), the share of
-    well-formed responses, and the mean of each QE value over the segments that have one."""
-    row = {"direction": direction, "segments": len(segments),
-           "format_ok": 100.0 * sum(1 for s in segments if s["format_ok"]) / len(segments)}
+    well-formed responses (none when the format was not judged: extract=raw), and the mean of each QE
+    value over the segments that have one."""
+    row = {"direction": direction, "segments": len(segments)}
+    if all(s["format_ok"] is not None for s in segments):
+        row["format_ok"] = 100.0 * sum(1 for s in segments if s["format_ok"]) / len(segments)
     if corpus is not None:
         row.update(bleu=corpus.bleu, chrf=corpus.chrf)
     for key in SEGMENT_MEANS:
@@ -77,34 +84,72 @@ def _cell(row: dict, key: str, decimals) -> str:
     return f"{value:.{decimals}f}" if decimals is not None else str(value)
 
 
-def markdown_table(rows: list[dict], trained_on: list[str] | None = None) -> str:
-    cols = _columns(rows, trained_on)
-    lines = ["| " + " | ".join(h for _, h, _ in cols) + " |",
-             "| " + " | ".join("---" if d is None else "---:" for _, _, d in cols) + " |"]
-    lines += ["| " + " | ".join(_cell(r, k, d) for k, _, d in cols) + " |" for r in rows]
-    return "\n".join(lines) + "\n"
+def _delta_columns(versus: dict | None) -> list[tuple[str, str, int]]:
+    """(metric, header, decimals) per metric compared with the baseline: ΔBLEU, ΔMetricX-24 (its label
+    without the scale: the difference is signed so that + is better for every metric)."""
+    return [(m, f"Δ{_name(m)}", _DECIMALS[m]) for m in versus["metrics"]] if versus else []
 
 
-def csv_table(rows: list[dict]) -> str:
-    """Full precision (the markdown is for reading, the csv for further processing)."""
-    cols = _columns(rows)
+def _name(metric: str) -> str:
+    """A metric's column header without a scale: BLEU, COMET-DA, MetricX-24."""
+    return OWN_METRICS[metric].label if metric in OWN_METRICS else _HEADERS[metric]
+
+
+def _delta_cell(versus: dict, row: dict, metric: str, decimals: int) -> str:
+    result = versus["rows"].get(row["direction"], {}).get(metric)
+    if result is None:  # no segment of this row has both systems' score (a QE score the service gave as NaN)
+        return ""
+    return f"{result['delta']:+.{decimals}f}{'*' if result['significant'] else ''} (p={result['p_value']:.3f})"
+
+
+def versus_note(versus: dict) -> str:
+    """The line under a table with Δ columns: what they hold and how they were tested."""
+    lower = [_name(m) for m in versus["metrics"] if not scale_of(m).higher_is_better]
+    flipped = f" ({', '.join(lower)}: lower is better, so baseline minus this)" if lower else ""
+    corpus = [_name(m) for m in versus["metrics"] if m in CORPUS_METRICS]
+    by = f" (sacrebleu's for {' and '.join(corpus)})" if corpus else ""
+    return (f"Δ: this evaluation minus the baseline {versus['dir']}, + is better{flipped}; p: paired bootstrap "
+            f"over the segments, {versus['resamples']} resamples, seed {versus['seed']}{by}; "
+            f"* p < {versus['alpha']:g}.")
+
+
+def markdown_table(rows: list[dict], trained_on: list[str] | None = None, versus: dict | None = None) -> str:
+    cols, deltas = _columns(rows, trained_on), _delta_columns(versus)
+    lines = ["| " + " | ".join([h for _, h, _ in cols] + [h for _, h, _ in deltas]) + " |",
+             "| " + " | ".join(["---" if d is None else "---:" for _, _, d in cols] + ["---:"] * len(deltas)) + " |"]
+    lines += ["| " + " | ".join([_cell(r, k, d) for k, _, d in cols]
+                                + [_delta_cell(versus, r, m, d) for m, _, d in deltas]) + " |" for r in rows]
+    return "\n".join(lines) + "\n" + (f"\n{versus_note(versus)}\n" if versus else "")
+
+
+def csv_table(rows: list[dict], versus: dict | None = None) -> str:
+    """Full precision (the markdown is for reading, the csv for further processing); with `versus`, each
+    compared metric's delta_<metric> and p_<metric>."""
+    cols, deltas = _columns(rows), [m for m, _, _ in _delta_columns(versus)]
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow([k for k, _, _ in cols])
+    writer.writerow([k for k, _, _ in cols] + [f"{what}_{m}" for m in deltas for what in ("delta", "p")])
     for r in rows:
-        writer.writerow(["" if r.get(k) is None else r[k] for k, _, _ in cols])
+        compared = versus["rows"].get(r["direction"], {}) if versus else {}
+        writer.writerow(["" if r.get(k) is None else r[k] for k, _, _ in cols]
+                        + ["" if m not in compared else compared[m][key] for m in deltas
+                           for key in ("delta", "p_value")])
     return buf.getvalue()
 
 
-def print_table(rows: list[dict], title: str, trained_on: list[str] | None = None) -> None:
+def print_table(rows: list[dict], title: str, trained_on: list[str] | None = None, versus: dict | None = None) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=title)
+    deltas = _delta_columns(versus)
+    table = Table(title=title, caption=versus_note(versus) if versus else None)
     for _, header, decimals in _columns(rows, trained_on):
         table.add_column(header, justify="left" if decimals is None else "right")
+    for _, header, _ in deltas:
+        table.add_column(header, justify="right")
     for r in rows:
-        table.add_row(*(_cell(r, k, d) for k, _, d in _columns(rows)))
+        table.add_row(*(_cell(r, k, d) for k, _, d in _columns(rows)),
+                      *(_delta_cell(versus, r, m, d) for m, _, d in deltas))
     # rich cuts to 80 columns when stdout is not a terminal (a log file, a pipe): there the table
     # gets the width it needs, so no number is ever wrapped or elided
     width = None if sys.stdout.isatty() else Console(width=10_000).measure(table).maximum
@@ -118,8 +163,9 @@ def write_outputs(out: Path, rows: list[dict], segments: list[dict], summary: di
     `unique`) or OSError (disk full...); the temp dir is removed either way."""
     out = Path(out)
     with new_dir_beside(out) as tmp:
-        (tmp / TABLE_MD).write_text(markdown_table(rows, trained_on), encoding="utf-8")
-        (tmp / TABLE_CSV).write_text(csv_table(rows), encoding="utf-8")
+        versus = summary.get("baseline")
+        (tmp / TABLE_MD).write_text(markdown_table(rows, trained_on, versus), encoding="utf-8")
+        (tmp / TABLE_CSV).write_text(csv_table(rows, versus), encoding="utf-8")
         with open(tmp / SEGMENTS_JSONL, "w", encoding="utf-8") as f:
             for seg in segments:
                 f.write(json.dumps(seg, ensure_ascii=False) + "\n")

@@ -22,7 +22,7 @@ from typing import Sequence
 
 from src.rewards.bleu import tokenizer_for
 
-from .options import UsageError
+from .errors import UsageError
 
 # sacrebleu's own default seed (what it uses when SACREBLEU_SEED is unset), so default results match
 # `sacrebleu --paired-bs` run on the same files
@@ -80,12 +80,21 @@ def _check_paired(system: Sequence, baseline: Sequence, what: str) -> None:
         raise UsageError(f"no {what}: a paired test needs at least one segment")
 
 
-def _check_resampling(n_resamples: int, seed: int) -> None:
+def resampling_problem(n_resamples: int, seed: int, resamples_key: str = "n_resamples",
+                       seed_key: str = "seed") -> str | None:
+    """What is wrong with these resampling settings (named as the caller's user knows them), or None."""
     if n_resamples < 1:
-        raise UsageError(f"n_resamples must be a positive integer, got {n_resamples}")
+        return f"{resamples_key} must be a positive integer, got {n_resamples}"
     # sacrebleu takes a seed of 0 as "no seed" (PairedTest.__call__: `self._seed if self._seed else None`)
     if seed < 1:
-        raise UsageError(f"seed must be a positive integer (sacrebleu takes 0 as unseeded), got {seed}")
+        return f"{seed_key} must be a positive integer (sacrebleu takes 0 as unseeded), got {seed}"
+    return None
+
+
+def _check_resampling(n_resamples: int, seed: int) -> None:
+    problem = resampling_problem(n_resamples, seed)
+    if problem:
+        raise UsageError(problem)
 
 
 @contextmanager

@@ -12,6 +12,8 @@ from .options import UsageError
 @dataclass(frozen=True)
 class TestRow:
     index: int                # extra_info.index: the row's id in its file (what canned responses key on)
+    line: int                 # the row's segment number in its file, 0-based, dropped segments counted
+                              # (the line of a hypotheses= file that translates it)
     data_source: str
     src_lang: str
     tgt_lang: str
@@ -25,12 +27,12 @@ class TestRow:
         return f"{self.src_lang}-{self.tgt_lang}"
 
 
-def from_verl_row(record: dict) -> TestRow:
-    """The TestRow of one verl row (src.data.rows.make_row's dict, or a parquet row of it); KeyError,
-    TypeError or ValueError when a field the contract names is missing or malformed."""
+def from_verl_row(record: dict, line: int) -> TestRow:
+    """The TestRow of one verl row (src.data.rows.make_row's dict, or a parquet row of it), segment `line`
+    of its file; KeyError, TypeError or ValueError when a field the contract names is missing or malformed."""
     info = record["extra_info"] or {}
-    return TestRow(index=int(info["index"]), data_source=str(record["data_source"]), src_lang=str(info["src_lang"]),
-                   tgt_lang=str(info["tgt_lang"]), src=str(info["src"]),
+    return TestRow(index=int(info["index"]), line=line, data_source=str(record["data_source"]),
+                   src_lang=str(info["src_lang"]), tgt_lang=str(info["tgt_lang"]), src=str(info["src"]),
                    ref=str((record["reward_model"] or {})["ground_truth"]), template=str(info["template"]),
                    messages=[dict(m) for m in record["prompt"]])
 
@@ -55,7 +57,7 @@ def read_testset(path: str | Path, limit: int | None = None) -> list[TestRow]:
     seen = set()
     for i, r in enumerate(table.to_pylist()):
         try:
-            row = from_verl_row(r)
+            row = from_verl_row(r, line=i)
         except (KeyError, TypeError, ValueError) as exc:
             raise UsageError(f"data: row {i} of {path} lacks {exc} (extra_info needs index, src, src_lang, "
                              f"tgt_lang, template; reward_model needs ground_truth)") from None

@@ -56,6 +56,7 @@ class TestSet:
     name: str                      # the dataset name: rows' data_source is f"{name}/{src}-{tgt}"
     kind: str                      # PARQUET, WMT24PP, WMT_XML, FLORES or PLAIN
     rows: list                     # TestRow, in file order
+    segments: int                  # segments in the file, the dropped ones included (a hypotheses= file's lines)
     bad_source_dropped: int = 0    # WMT24++ rows with is_bad_source true, left out
     no_reference_dropped: int = 0  # WMT xml segments whose doc's first <ref> has no text for them, left out
     references: int = 1            # reference translations the file has for a segment (the first is used)
@@ -136,7 +137,8 @@ def _one_file(spec, path: Path, langs, template) -> TestSet:
         raise UsageError(f"testsets: {path} is empty")
     if head.startswith(b"PAR1") or path.suffix == ".parquet":
         rows = read_testset(path)
-        return TestSet(spec=str(spec), name=rows[0].data_source.split("/")[0], kind=PARQUET, rows=rows)
+        return TestSet(spec=str(spec), name=rows[0].data_source.split("/")[0], kind=PARQUET, rows=rows,
+                       segments=len(rows))
     text = head.decode("utf-8-sig", errors="replace").lstrip()
     if text.startswith("<"):
         return _wmt_xml(spec, path, langs, template)
@@ -147,9 +149,9 @@ def _one_file(spec, path: Path, langs, template) -> TestSet:
 
 
 def _wmt24pp(spec, path: Path, langs, template) -> TestSet:
-    examples, bad = [], 0
+    examples, lines, bad, segments = [], [], 0, 0
     try:
-        for lineno, record in iter_json_objects(path):
+        for segments, (lineno, record) in enumerate(iter_json_objects(path), 1):
             where = f"{path}:{lineno}"
             missing = [k for k in ("lp", "source", "target") if k not in record]
             if missing:
@@ -169,14 +171,15 @@ def _wmt24pp(spec, path: Path, langs, template) -> TestSet:
                 raise UsageError(f"testsets: {where} has lp {record['lp']} but the pair given is "
                                  f"{'-'.join(langs)}; use the WMT24++ file of that pair")
             examples.append((Example(record["source"], record["target"], *claimed), f"lp {record['lp']}"))
+            lines.append(segments - 1)
     except InputError as exc:  # not UTF-8, a line that is not a JSON object
         raise UsageError(f"testsets: {' '.join(str(exc).splitlines())}") from None
     if not examples:
         raise UsageError(f"testsets: {path} has no rows" + (f" left: all {bad} have is_bad_source" if bad else ""))
     fix = "the lp field is wrong or the file is another pair's; use the WMT24++ file of the pair you mean"
     _check_scripts(path, examples, fix)
-    return TestSet(spec=str(spec), name="wmt24pp", kind=WMT24PP, rows=_rows("wmt24pp", examples, spec, template),
-                   bad_source_dropped=bad)
+    return TestSet(spec=str(spec), name="wmt24pp", kind=WMT24PP,
+                   rows=_rows("wmt24pp", examples, lines, spec, template), segments=segments, bad_source_dropped=bad)
 
 
 def _segments(block: ET.Element, path: Path, doc_id: str) -> dict[int, str]:
@@ -206,13 +209,15 @@ def _wmt_xml(spec, path: Path, langs, template) -> TestSet:
     docs = [d for d in root.iter("doc") if "testsuite" not in d.attrib]
     if not docs:
         raise UsageError(f"testsets: {path} has no <doc> (test-suite docs are not counted)")
-    examples, no_ref, most_refs, claims = [], 0, 0, set()
+    # segments numbered as the rows are read: docs in file order (test suites skipped), each doc's by seg id
+    examples, lines, segments, no_ref, most_refs, claims = [], [], 0, 0, 0, set()
     for doc in docs:
         doc_id = doc.get("id", "?")
         srcs, refs = doc.findall("src"), doc.findall("ref")
         if len(srcs) != 1:
             raise UsageError(f"testsets: {path}: doc {doc_id} has {len(srcs)} <src> blocks; the format has one")
         source = _segments(srcs[0], path, doc_id)
+        first, segments = segments, segments + len(source)
         if not refs:
             no_ref += len(source)
             continue
@@ -228,11 +233,12 @@ def _wmt_xml(spec, path: Path, langs, template) -> TestSet:
         pair = _langs(f"{src_lang}-{tgt_lang}", path)
         claims.add(pair)
         reference = _segments(refs[0], path, doc_id)
-        for seg_id in sorted(source):
+        for n, seg_id in enumerate(sorted(source)):
             if not reference.get(seg_id):
                 no_ref += 1
                 continue
             examples.append((Example(source[seg_id], reference[seg_id], *pair), claim))
+            lines.append(first + n)
     if most_refs == 0:
         raise UsageError(f"testsets: {path} has no <ref> blocks: a source-only release; use the file with "
                          f"references (released after the evaluation campaign)")
@@ -246,8 +252,8 @@ def _wmt_xml(spec, path: Path, langs, template) -> TestSet:
         raise UsageError(f"testsets: {path} has no segment with a reference")
     _check_scripts(path, examples, "the lang attributes are wrong or the blocks are swapped; fix the file")
     name = root.get("id") or path.name.split(".")[0]
-    return TestSet(spec=str(spec), name=name, kind=WMT_XML, rows=_rows(name, examples, spec, template),
-                   no_reference_dropped=no_ref, references=most_refs)
+    return TestSet(spec=str(spec), name=name, kind=WMT_XML, rows=_rows(name, examples, lines, spec, template),
+                   segments=segments, no_reference_dropped=no_ref, references=most_refs)
 
 
 def _language_of_name(path: Path) -> tuple[str, str] | None:
@@ -294,7 +300,8 @@ def _two_files(spec, src: Path, ref: Path, langs, template) -> TestSet:
     _check_scripts(src, examples, f"give the files in source:reference order, or the pair they hold "
                                   f"({src.name}:{ref.name}@<src>-<tgt>)", ref_path=ref)
     name = f"flores200_{src.name.partition('.')[2]}" if kind == FLORES else src.name.split(".")[0]
-    return TestSet(spec=str(spec), name=name, kind=kind, rows=_rows(name, examples, spec, template))
+    return TestSet(spec=str(spec), name=name, kind=kind, rows=_rows(name, examples, range(len(examples)), spec,
+                                                                   template), segments=len(examples))
 
 
 def _flores_dir(spec, directory: Path, langs, template) -> TestSet:
@@ -313,10 +320,11 @@ def _flores_dir(spec, directory: Path, langs, template) -> TestSet:
     return _two_files(spec, files[0], files[1], langs, template)
 
 
-def _rows(name: str, examples: list[tuple[Example, str]], spec, template) -> list[TestRow]:
+def _rows(name: str, examples: list[tuple[Example, str]], lines, spec, template) -> list[TestRow]:
+    """The rows of the kept `examples`, each the segment of its file that `lines` gives."""
     template = _template(spec, template)
-    return [from_verl_row(make_row(e, dataset_name=name, template=template, split="test", index=i))
-            for i, (e, _) in enumerate(examples)]
+    return [from_verl_row(make_row(e, dataset_name=name, template=template, split="test", index=i), line=line)
+            for i, ((e, _), line) in enumerate(zip(examples, lines, strict=True))]
 
 
 # one regex token a word: a character of an unspaced script (Han, kana), or a run of other letters

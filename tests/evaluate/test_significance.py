@@ -16,15 +16,7 @@ from src.evaluate.significance import (
     summarise_seeds,
 )
 from src.evaluate.text_metrics import corpus_scores
-
-# en -> zh: references, a close system and a weak one (made-up news sentences)
-REFS = ["这座博物馆经过两年的翻修，于周一重新开放。", "预计本周末该国南部将有大雨。", "该公司表示，其去年的利润增长了百分之十二。",
-        "游客应至少提前一周预订门票。", "科学家在月球南极附近发现了水冰。", "新的地铁线路将于明年年底通车。",
-        "这位作家的新小说已被翻译成二十种语言。", "市政府计划在河边修建一座公园。"]
-GOOD = ["这座博物馆翻修两年后于周一重新开放。", "预计本周末该国南部将有大雨。", "该公司说，去年利润增长了百分之十二。",
-        "游客应至少提前一周订票。", "科学家在月球南极附近发现了水冰。", "新地铁线路将在明年年底开通。",
-        "这位作家的新小说已被译成二十种语言。", "市政府计划在河边建一座公园。"]
-WEAK = ["博物馆开了。", "南方下雨。", "公司利润很多。", "游客买票。", "科学家找到冰。", "地铁明年。", "小说翻译了。", "政府要公园。"]
+from tests.helpers.en_zh_systems import GOOD, REFS, WEAK
 
 
 def test_a_system_against_itself_differs_by_nothing_and_is_not_significant():

@@ -1,0 +1,170 @@
+"""`baseline=DIR`: an evaluation compared with an earlier one over the same segments, through the real CLI:
+a better system gets a positive, significant ΔBLEU equal to sacrebleu's own corpus BLEU difference; a
+system against itself nothing significant; a baseline over another test set, or no evaluation at all, is
+refused in one line before anything is generated or written. The QE metrics' wiring (MetricX-24 lower
+is better) is checked against the live tiny service."""
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+from sacrebleu.metrics import BLEU
+
+from src.evaluate.cli import main
+from src.evaluate.significance import paired_bootstrap_segments
+from tests.evaluate.conftest import CASES
+from tests.helpers.en_zh_systems import EN, GOOD, REFS, WEAK
+from tests.helpers.refusals import assert_one_line_refusal
+from tests.helpers.scorer_service import TOKEN
+
+ROW = "news/en-zh"  # the table row of the test set below: its name and direction
+
+
+def write_lines(path, lines):
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def files(tmp_path):
+    """(the test set spec, {system name: its hypotheses file})."""
+    src, ref = write_lines(tmp_path / "news.en", EN), write_lines(tmp_path / "news.zh", REFS)
+    systems = {name: write_lines(tmp_path / f"{name}.txt", lines) for name, lines in (("good", GOOD), ("weak", WEAK))}
+    return f"{src}:{ref}", systems
+
+
+def evaluate(tmp_path, test_set, hypotheses, name, *extra) -> tuple[int, object]:
+    out = tmp_path / name
+    return main([f"testsets={test_set}", "template=chat", f"hypotheses={hypotheses}", "metrics=bleu,chrf",
+                 f"out={out}", *extra]), out
+
+
+def comparison(out) -> dict:
+    return json.loads((out / "summary.json").read_text(encoding="utf-8"))["baseline"]
+
+
+def table(out) -> list[str]:
+    return (out / "scores.md").read_text(encoding="utf-8").splitlines()
+
+
+def test_a_better_system_gets_a_significant_bleu_gain_equal_to_sacrebleus_difference(tmp_path, files):
+    test_set, systems = files
+    assert evaluate(tmp_path, test_set, systems["weak"], "weak")[0] == 0
+    code, out = evaluate(tmp_path, test_set, systems["good"], "good", f"baseline={tmp_path / 'weak'}")
+    assert code == 0
+    found = comparison(out)
+    zh = BLEU(tokenize="zh")
+    direct = zh.corpus_score(GOOD, [REFS]).score - zh.corpus_score(WEAK, [REFS]).score
+    bleu = found["rows"][ROW]["bleu"]
+    assert bleu["delta"] == pytest.approx(direct, abs=1e-9) and direct > 20
+    assert bleu["p_value"] < 0.05 and bleu["significant"] is True
+    assert "bs:1000|seed:12345" in bleu["signature"] and "tok:zh" in bleu["signature"]
+    assert found["rows"][ROW]["chrf"]["significant"] is True
+    assert (found["resamples"], found["seed"], found["metrics"]) == (1000, 12345, ["bleu", "chrf"])
+    lines = table(out)
+    assert lines[0].endswith("| BLEU | chrF | ΔBLEU | ΔchrF |")
+    assert f"| {direct:+.2f}* (p={bleu['p_value']:.3f}) |" in lines[2]
+    note = lines[-1]
+    assert note.startswith(f"Δ: this evaluation minus the baseline {tmp_path / 'weak'}, + is better")
+    assert "1000 resamples, seed 12345" in note and "* p < 0.05" in note
+    row = next(csv.DictReader(open(out / "scores.csv", encoding="utf-8")))
+    assert float(row["delta_bleu"]) == pytest.approx(direct) and float(row["p_bleu"]) == bleu["p_value"]
+
+
+def test_a_system_against_itself_differs_by_nothing_significant(tmp_path, files):
+    test_set, systems = files
+    assert evaluate(tmp_path, test_set, systems["weak"], "first")[0] == 0
+    code, out = evaluate(tmp_path, test_set, systems["weak"], "again", f"baseline={tmp_path / 'first'}",
+                         "bootstrap_resamples=200", "bootstrap_seed=7")
+    assert code == 0
+    found = comparison(out)
+    for metric in ("bleu", "chrf"):
+        result = found["rows"][ROW][metric]
+        assert result["delta"] == 0 and result["p_value"] == 1.0 and result["significant"] is False
+        assert "bs:200|seed:7" in result["signature"]
+    assert "| +0.00 (p=1.000) | +0.00 (p=1.000) |" in table(out)[2]
+    assert "200 resamples, seed 7" in table(out)[-1]
+
+
+def test_a_baseline_of_another_test_set_is_refused_before_anything(tmp_path, files, capsys):
+    test_set, systems = files
+    other = f"{write_lines(tmp_path / 'talks.en', EN[:4])}:{write_lines(tmp_path / 'talks.zh', REFS[:4])}"
+    assert evaluate(tmp_path, other, write_lines(tmp_path / "o.txt", WEAK[:4]), "other")[0] == 0
+    capsys.readouterr()
+    code, out = evaluate(tmp_path, test_set, systems["good"], "good", f"baseline={tmp_path / 'other'}")
+    assert code == 2 and not out.exists()
+    assert_one_line_refusal(capsys.readouterr().err, "evaluate: error: baseline: ",
+                            f"{tmp_path / 'other'} evaluated testsets talks(plain) and this evaluation testsets "
+                            f"news(plain); compare evaluations of the same test set")
+
+
+def test_a_baseline_over_other_rows_of_the_same_set_is_refused(tmp_path, files, capsys):
+    test_set, systems = files
+    assert evaluate(tmp_path, test_set, systems["weak"], "weak", "limit=5")[0] == 0
+    capsys.readouterr()
+    code, out = evaluate(tmp_path, test_set, systems["good"], "good", f"baseline={tmp_path / 'weak'}")
+    assert code == 2 and not out.exists()
+    assert_one_line_refusal(capsys.readouterr().err, "evaluate: error: baseline: ",
+                            "scored 5 segments and this evaluation would score 8")
+    # the same name and size, another source: the segment that differs is named
+    edited = tmp_path / "edited"
+    edited.mkdir()
+    src = write_lines(edited / "news.en", [EN[0], "Something else entirely.", *EN[2:]])
+    spec = f"{src}:{write_lines(edited / 'news.zh', REFS)}"
+    code, out = evaluate(tmp_path, spec, systems["good"], "good", f"baseline={tmp_path / 'weak'}", "limit=5")
+    assert code == 2 and not out.exists()
+    assert_one_line_refusal(capsys.readouterr().err, "evaluate: error: baseline: ",
+                            "segment 2 differs: src 'Heavy rain", "'Something else entirely.' here")
+
+
+def test_no_evaluation_at_the_baseline_path_is_refused(tmp_path, files, capsys):
+    test_set, systems = files
+    half = tmp_path / "half"
+    half.mkdir()
+    (half / "segments.jsonl").write_text("", encoding="utf-8")
+    for path, needle in ((tmp_path / "nope", f"no such directory: {tmp_path / 'nope'}"),
+                         (half, f"{half} has no summary.json: not an output dir of python -m src.evaluate")):
+        code, out = evaluate(tmp_path, test_set, systems["good"], "good", f"baseline={path}")
+        assert code == 2 and not out.exists()
+        assert_one_line_refusal(capsys.readouterr().err, "evaluate: error: baseline: ", needle)
+
+
+def test_bootstrap_options_without_a_baseline_are_refused(tmp_path, files, capsys):
+    test_set, systems = files
+    code, out = evaluate(tmp_path, test_set, systems["good"], "good", "bootstrap_seed=7")
+    assert code == 2 and not out.exists()
+    assert_one_line_refusal(capsys.readouterr().err, "evaluate: error: bootstrap_seed=7: only used with baseline=")
+
+
+def test_qe_metrics_compared_on_their_segment_scores_lower_is_better_for_metricx(testset, tmp_path,
+                                                                                   metricx_service, monkeypatch):
+    """kiwi (higher is better) and MetricX-24 (lower is better) from the tiny service: each row's comparison
+    is significance's paired bootstrap of the two segments.jsonl's scores, signed by the metric's scale."""
+    monkeypatch.setenv("QE_SCORER_TOKEN", TOKEN)
+    data, responses = testset
+    worse = tmp_path / "worse.jsonl"  # every answer empty: the worst MetricX score
+    worse.write_text("".join(json.dumps({"index": i, "response": "<translate></translate>"}) + "\n"
+                             for i in range(len(CASES))), encoding="utf-8")
+    common = [f"data={data}", "generator=file", f"scorer_url={metricx_service.url}", "metrics=bleu,kiwi,metricx"]
+    assert main([*common, f"responses={worse}", f"out={tmp_path / 'base'}"]) == 0
+    assert main([*common, f"responses={responses}", f"out={tmp_path / 'new'}", f"baseline={tmp_path / 'base'}",
+                 "bootstrap_resamples=300"]) == 0
+    found = comparison(tmp_path / "new")
+    assert found["metrics"] == ["bleu", "kiwi", "metricx"]
+    ours = [json.loads(line) for line in (tmp_path / "new" / "segments.jsonl").read_text().splitlines()]
+    theirs = [json.loads(line) for line in (tmp_path / "base" / "segments.jsonl").read_text().splitlines()]
+    for direction in ("zh-en", "en-zh"):
+        pairs = [(a, b) for a, b in zip(ours, theirs) if a["direction"] == direction]
+        for metric, higher in (("kiwi", True), ("metricx", False)):
+            want = paired_bootstrap_segments([a[metric] for a, _ in pairs], [b[metric] for _, b in pairs],
+                                             higher_is_better=higher, n_resamples=300)
+            got = found["rows"][direction][metric]
+            assert got["higher_is_better"] is higher
+            assert (got["delta"], got["low"], got["high"], got["p_value"]) == pytest.approx(
+                (want.delta, want.low, want.high, want.p_value))
+        # empty answers score 25, the worst: fewer errors is a positive improvement
+        assert found["rows"][direction]["metricx"]["delta"] > 0
+    lines = table(tmp_path / "new")
+    assert lines[0].endswith("| ΔBLEU | ΔCometKiwi | ΔMetricX-24 |")
+    assert "(MetricX-24: lower is better, so baseline minus this)" in lines[-1]
