@@ -18,8 +18,8 @@ from src.scorer.backends import OWN_METRICS
 
 from .errors import UsageError  # defined there, imported from here by the modules and tests that read options
 from .significance import DEFAULT_RESAMPLES, DEFAULT_SEED, resampling_problem
+from .text_metrics import METRICS as TEXT_METRICS
 
-TEXT_METRICS = ("bleu", "chrf")
 ALL_METRICS = TEXT_METRICS + QE_METRICS
 # what `metrics` computes unless told: every metric but a backend's own that its descriptor leaves out
 # (OwnMetric.evaluated_by_default: checkpoints a setup has only when it fetched them); metrics=...,<it> adds it

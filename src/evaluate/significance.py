@@ -20,16 +20,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Sequence
 
-from src.rewards.bleu import tokenizer_for
-
 from .errors import UsageError
+from .text_metrics import METRICS as CORPUS_METRICS
+from .text_metrics import corpus_metrics
 
 # sacrebleu's own default seed (what it uses when SACREBLEU_SEED is unset), so default results match
 # `sacrebleu --paired-bs` run on the same files
 DEFAULT_SEED = 12345
 DEFAULT_RESAMPLES = 1000
 ALPHA = 0.05
-CORPUS_METRICS = ("bleu", "chrf")
 
 
 @dataclass(frozen=True)
@@ -132,14 +131,13 @@ def paired_bootstrap_corpus(system: Sequence[str], baseline: Sequence[str], refe
     if unknown or not metrics:
         raise UsageError(f"corpus metrics: unknown {', '.join(unknown) or '(none)'}; "
                          f"choose from {', '.join(CORPUS_METRICS)}")
-    from sacrebleu.metrics import BLEU, CHRF
     from sacrebleu.significance import PairedTest
 
     # the corpus BLEU and chrF evaluation reports (text_metrics.corpus_scores): tokenizer per target language
-    built = {"bleu": lambda: BLEU(tokenize=tokenizer_for(tgt_lang)), "chrf": CHRF}
+    built = corpus_metrics(tgt_lang)
     with _sacrebleu_seed(seed):
         test = PairedTest([("baseline", list(baseline)), ("system", list(system))],
-                          {m: built[m]() for m in metrics}, [list(references)], test_type="bs", n_samples=n_resamples)
+                          {m: built[m] for m in metrics}, [list(references)], test_type="bs", n_samples=n_resamples)
     signatures, scores = test()
     identical = list(system) == list(baseline)
     results = {}

@@ -13,6 +13,18 @@ from functools import lru_cache
 from src.rewards.bleu import sentence_bleu, tokenizer_for
 
 
+# the metrics computed from the text alone (no scorer), by the names the options and results use
+METRICS = ("bleu", "chrf")
+
+
+def corpus_metrics(tgt_lang: str) -> dict:
+    """sacrebleu's metric objects for a corpus score, by name: what corpus_scores scores with and what the
+    paired bootstrap (src/evaluate/significance.py) resamples, so both report the same numbers."""
+    from sacrebleu.metrics import BLEU, CHRF
+
+    return {"bleu": BLEU(tokenize=tokenizer_for(tgt_lang)), "chrf": CHRF()}
+
+
 @dataclass(frozen=True)
 class CorpusScores:
     bleu: float
@@ -22,9 +34,8 @@ class CorpusScores:
 
 
 def corpus_scores(hypotheses: list[str], references: list[str], tgt_lang: str) -> CorpusScores:
-    from sacrebleu.metrics import BLEU, CHRF
-
-    bleu, chrf = BLEU(tokenize=tokenizer_for(tgt_lang)), CHRF()
+    metrics = corpus_metrics(tgt_lang)
+    bleu, chrf = metrics["bleu"], metrics["chrf"]
     b = bleu.corpus_score(hypotheses, [references])
     c = chrf.corpus_score(hypotheses, [references])
     return CorpusScores(float(b.score), float(c.score), str(bleu.get_signature()), str(chrf.get_signature()))
