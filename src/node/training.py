@@ -210,8 +210,10 @@ class TimeLimitWatch(TimeLimitSignalBlocked):
         if self.received_at is None:
             return
         result = time_limit.saved(self.checkpoint_dir)
-        if result is not None and result.get("finished"):
-            self.log(f"time limit: training finished at step {result['step']} before it; nothing to requeue")
+        last = result["step"] if result is not None and result.get("finished") else (
+            time_limit.finished(self.checkpoint_dir))
+        if last is not None:
+            self.log(f"time limit: training finished at step {last} before it; nothing to requeue")
             return
         if result is not None:
             how = "saved now" if result.get("saved_now") else "saved by the periodic save"

@@ -55,10 +55,13 @@ class TimeLimitSave:
         # bound of fit's loop (trainer_base.py, PPOTrainer.fit), derived from the data when not set
         print(step_end_line(self.global_steps, total=self.total_training_steps), flush=True)
         ckpt = self.config.trainer.default_local_dir
-        if not time_limit.requested(ckpt):
-            return
         step = self.global_steps
         finished = step >= self.total_training_steps
+        if finished:
+            # a signal after this check (verl's shutdown) must not requeue a finished run (time_limit.py, 5)
+            time_limit.record_finished(ckpt, step)
+        if not time_limit.requested(ckpt):
+            return
         save_freq = self.config.trainer.save_freq
         # the condition under which PPOTrainer.fit has just saved this step (trainer_base.py, fit)
         saved_by_verl = save_freq > 0 and (finished or step % save_freq == 0)

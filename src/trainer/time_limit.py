@@ -20,6 +20,9 @@ So the save after the signal is ours, through verl's own checkpoint code:
      before the limit; the requeued job resumes from that step (resume_mode=auto).
      If training has not ended `stop_by_s` after the signal (or REQUEUE_S, src/plan/time_limit.py, before the job's end),
      the runner stops it and requeues anyway: the run then resumes from its last periodic save.
+  5. The trainer also writes FINISHED after its last step, request or not: Slurm may signal after
+     the last step's check (during verl's shutdown), and a run whose steps are all done is not
+     requeued (a requeued start would only load the last checkpoint and end).
 
 Whose request: REQUESTED is honoured by whichever trainer reads the checkpoint dir, so one left by
 an earlier attempt would end the next one after its first step, with exit 0, looking finished (a
@@ -47,6 +50,7 @@ from typing import Any, Optional
 FLAG_DIR = "time_limit"
 REQUESTED = "requested.json"
 SAVED = "saved.json"
+FINISHED = "finished.json"
 
 
 def flag_dir(checkpoint_dir: str | Path) -> Path:
@@ -55,7 +59,7 @@ def flag_dir(checkpoint_dir: str | Path) -> Path:
 
 def clear(checkpoint_dir: str | Path) -> None:
     """Before training starts, on every launch: no attempt sees an earlier attempt's flags."""
-    for name in (REQUESTED, SAVED):
+    for name in (REQUESTED, SAVED, FINISHED):
         (flag_dir(checkpoint_dir) / name).unlink(missing_ok=True)
 
 
@@ -73,6 +77,21 @@ def requested(checkpoint_dir: str | Path) -> bool:
 def record_saved(checkpoint_dir: str | Path, step: int, saved_now: bool, finished: bool) -> None:
     """The trainer's answer: `step` is in the checkpoint dir (saved now, or by the periodic save)."""
     _write(flag_dir(checkpoint_dir) / SAVED, {"step": step, "saved_now": saved_now, "finished": finished})
+
+
+def record_finished(checkpoint_dir: str | Path, step: int) -> None:
+    """The trainer's last step has ended (fit saved it if the run saves at all)."""
+    folder = flag_dir(checkpoint_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    _write(folder / FINISHED, {"step": step})
+
+
+def finished(checkpoint_dir: str | Path) -> Optional[int]:
+    """The last step of a training that ran all its steps, or None."""
+    try:
+        return int(json.loads((flag_dir(checkpoint_dir) / FINISHED).read_text(encoding="utf-8"))["step"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def saved(checkpoint_dir: str | Path) -> Optional[dict[str, Any]]:

@@ -96,6 +96,24 @@ def test_training_that_does_not_end_in_time_is_stopped_at_the_deadline_and_still
     assert previous_handler == [signal.SIGUSR2]
 
 
+def test_a_signal_after_the_last_step_ended_does_not_requeue_the_finished_run(tmp_path, previous_handler):
+    """Slurm's signal may land after the trainer's last step was checked (verl's validation and
+    shutdown still running): the trainer marked the run finished, so the job ends without a requeue
+    (which would start again only to load the last checkpoint and end)."""
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    last_step_then_shutdown = ("import sys, time; from src.trainer import time_limit; "
+                               "time_limit.record_finished(sys.argv[1], 10); time.sleep(2); print('shut down')")
+    subprocess.Popen(["bash", "-c", f"sleep 0.8; kill -USR2 {os.getpid()}"])
+    code = training.run([sys.executable, "-c", last_step_then_shutdown, str(ckpt)],
+                        {**os.environ, "PYTHONPATH": str(REPO)}, tmp_path / "train.log",
+                        watch=training.TimeLimitWatch(str(ckpt), 30))
+    log = (tmp_path / "train.log").read_text()
+    assert code == 0 and previous_handler == [], log
+    assert "time limit: SIGUSR2 received" in log
+    assert "time limit: training finished at step 10 before it; nothing to requeue" in log
+
+
 def test_outside_a_submitit_job_the_signal_ends_the_run_with_one_line(tmp_path):
     old = signal.signal(signal.SIGUSR2, signal.SIG_DFL)
     try:

@@ -115,12 +115,24 @@ def test_the_last_step_says_the_run_finished(tmp_path):
     assert json.loads((tmp_path / "ckpt" / "time_limit" / "saved.json").read_text())["finished"] is True
 
 
+def test_the_last_step_marks_the_run_finished_without_a_request_and_no_earlier_step_does(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    t = trainer(tmp_path, step=99, total=100, save_freq=5)
+    t.on_step_end()
+    assert time_limit.finished(ckpt) is None
+    t.global_steps = 100
+    t.on_step_end()
+    assert time_limit.finished(ckpt) == 100 and t.actor_rollout_wg.saves == []
+    assert time_limit.saved(ckpt) is None
+
+
 def test_a_new_launch_clears_the_last_attempts_flags(tmp_path):
     ckpt = tmp_path / "ckpt"
     time_limit.request(ckpt, "SIGUSR2", 30)
     time_limit.record_saved(ckpt, 4, saved_now=True, finished=False)
+    time_limit.record_finished(ckpt, 4)
     time_limit.clear(ckpt)
-    assert not time_limit.requested(ckpt) and time_limit.saved(ckpt) is None
+    assert not time_limit.requested(ckpt) and time_limit.saved(ckpt) is None and time_limit.finished(ckpt) is None
 
 
 def test_the_entry_runs_verls_main_with_the_time_limited_trainer_in_the_task_runner_actor(tmp_path):

@@ -9,13 +9,15 @@ CPU loops beside the rest of the suite are more than this machine's memory holds
 
 The time limit is set on the running job once its first step has ended (`scontrol update TimeLimit=`), so the
 signal lands mid-training whatever the start-up took on a loaded machine; Slurm then signals and ends the job
-as at any time limit. The stand-in trainer (tests/slurm/stand_in_train.py) keeps the tests that inject what a
+as at any time limit. The limit is the one whose signal time has just passed: slurmctld sends it at its next
+time-limit check (every 30 s; sbatch(1): "up to 60 seconds earlier than specified"), while the steps left
+take longer than that (STEPS). A limit whose signal time lies ahead let CI's steps, ~4 s each since vLLM's
+runner moved into its engine core, all end before the signal came. The stand-in trainer (tests/slurm/stand_in_train.py) keeps the tests that inject what a
 real trainer does not do on demand (docs/testing.md lists them).
 """
 from __future__ import annotations
 
 import json
-import math
 import subprocess
 import sys
 from pathlib import Path
@@ -25,10 +27,12 @@ from tests.helpers.launches import checkpoint_dir, metrics_files
 from tests.helpers.slurm_sweeps import SECRETS, sacct_tres, scontrol_field
 
 REPO = Path(__file__).resolve().parents[2]
-STEPS = 10
-# seconds between Slurm's signal and the time limit: the step in progress ends, is saved, and Ray, vLLM and
-# the workers stop within it (about 30 s on 2 loaded cores)
-SIGNAL_DELAY_S = 120
+# 15 steps after the first (~4 s each on a quiet machine): more than the signal's 30-60 s
+STEPS = 16
+# seconds between Slurm's signal and the time limit: the limit set below leaves 120-180 s after the signal is
+# due, in which the step in progress ends, is saved, and Ray, vLLM and the workers stop (about 30 s on 2
+# loaded cores)
+SIGNAL_DELAY_S = 180
 SWEEP_TIMEOUT_S = 1500
 
 
@@ -65,8 +69,8 @@ def test_a_sweep_of_two_algorithms_trains_for_real_and_the_job_at_its_time_limit
     # SLURM_JOB_ID), and `scontrol update` on it changes every task of the array
     idx = run_dir.name.split("_", 1)[0]
     (job_id,) = [j for j in sweep.job_ids() if j.endswith(f"_{idx}")]
-    # the limit that puts Slurm's signal (SIGNAL_DELAY_S before it) within the next minute
-    limit_min = math.ceil((_run_seconds(job_id) + SIGNAL_DELAY_S) / 60)
+    # the limit whose signal time (SIGNAL_DELAY_S before it) is now or just past: Slurm signals at its next check
+    limit_min = (_run_seconds(job_id) + SIGNAL_DELAY_S) // 60
     subprocess.run(["scontrol", "update", f"JobId={job_id}", f"TimeLimit={limit_min}"], check=True,
                    capture_output=True, timeout=30)
     seen_pending = []
