@@ -38,8 +38,9 @@ _RAY_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\].*$")
 # a log level (`WARNING 11-28 ...`, `WARNING:name:`, `\tWARN x.py`), not the word in a value ('NCCL_DEBUG': 'WARN')
 _WARNING = re.compile(r"(?:^|[\s:\]\[])WARN(?:ING)?(?=[\s:\]\[]|$)|\b\w*Warning:")
 _ERROR = re.compile(r"\b(?:ERROR|CRITICAL|FATAL)\b|^error:|\b\w+(?:Error|Exception):")
-# lines that are never noise: the time-limit protocol (src/trainer/entry.py, src/node/training.py)
-_ALWAYS = ("time limit:",)
+# lines that are never noise: the time-limit protocol (src/trainer/entry.py, src/node/training.py) and what
+# happened to a checkpoint (src/trainer/checkpoints.py)
+_ALWAYS = ("time limit:", "checkpoint:")
 # what makes two warnings differ only in their details: timestamps, quoted values, bracketed ids, paths,
 # dotted names (a weight's, a module's, torch.float32), hex and other numbers
 _DETAILS = [re.compile(p) for p in (

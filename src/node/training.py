@@ -31,7 +31,7 @@ from typing import BinaryIO, Callable, ContextManager, Iterable, Iterator, Optio
 from src.config import override_grammar
 from src.plan.time_limit import REQUEUE_S
 from src.record.redact import scrub
-from src.trainer import time_limit
+from src.trainer import checkpoints, time_limit
 
 from .console import Console
 from .leftovers import Leftovers
@@ -105,6 +105,16 @@ def clear_time_limit_flags(checkpoint_dir: str | Path) -> None:
     """Every launch, before its training starts (src/pipeline/run.py): a request in the checkpoint dir
     was left by an earlier attempt (src/trainer/time_limit.py, "Whose request") and is not this one's."""
     time_limit.clear(checkpoint_dir)
+
+
+# an unreadable checkpoint tracker: the launch stops in one line, before it writes anything
+CheckpointError = checkpoints.CheckpointError
+
+
+def discard_partial_checkpoints(checkpoint_dir: str | Path) -> list[str]:
+    """Every launch, before its training starts (src/pipeline/run.py): a global_step_N/ newer than the tracker's
+    step is a save a kill cut short (src/trainer/checkpoints.py): removed. A line per removed dir."""
+    return checkpoints.discard_partial(checkpoint_dir)
 
 
 class TimeLimitWatch(TimeLimitSignalBlocked):

@@ -170,6 +170,10 @@ def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dic
         print(f"dry run: nothing started; snapshot in {snap}; nothing written to {plan.checkpoint_dir}")
         return
     try:
+        # a save a kill cut short is never resumed from, and is saved again whole; an unreadable tracker
+        # stops the launch here, before anything is written (src/trainer/checkpoints.py)
+        for line in training.discard_partial_checkpoints(verl_cfg.trainer.default_local_dir):
+            print(line, flush=True)
         identity.record(Path(verl_cfg.trainer.default_local_dir), ident, plan.run_id, plan.reproduces,
                         None if plan.differs_from_preset is None else list(plan.differs_from_preset))
         _record_attempt(run_dir, task, command)
@@ -182,6 +186,11 @@ def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dic
             Path(plan.wandb_dir).mkdir(parents=True, exist_ok=True)
             if not (run_dir / "wandb").is_symlink():
                 (run_dir / "wandb").symlink_to(plan.wandb_dir, target_is_directory=True)
+    except training.CheckpointError as exc:
+        if written:
+            shutil.rmtree(snap, ignore_errors=True)
+            _remove_if_empty(run_dir)
+        raise RunError(str(exc), USAGE_EXIT) from None
     except OSError as exc:
         # nothing started: take back this launch's snapshot so no run dir holds a run that never ran
         if written:

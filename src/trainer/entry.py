@@ -39,6 +39,7 @@ import os
 import time
 
 from . import run_vars, time_limit
+from .checkpoints import KeptWhole
 from .progress import step_end_line
 from .parts import RewardPartsAdvantage
 
@@ -81,11 +82,12 @@ _CLASSES: dict[type, type] = {}
 
 
 def time_limited(base: type) -> type:
-    """verl's trainer class `base` with TimeLimitSave (and RewardPartsAdvantage); one class per base
-    (kept, for isinstance)."""
+    """verl's trainer class `base` with TimeLimitSave, RewardPartsAdvantage and KeptWhole (every save, the
+    periodic and the time limit's, keeps a checkpoint whole or not at all: src/trainer/checkpoints.py); one
+    class per base (kept, for isinstance)."""
     if base not in _CLASSES:
         # __module__ given: verl's trainers are ABCs, and type() would otherwise name abc as the module
-        _CLASSES[base] = type(f"TimeLimited{base.__name__}", (TimeLimitSave, RewardPartsAdvantage, base),
+        _CLASSES[base] = type(f"TimeLimited{base.__name__}", (TimeLimitSave, RewardPartsAdvantage, KeptWhole, base),
                               {"__module__": __name__})
     return _CLASSES[base]
 

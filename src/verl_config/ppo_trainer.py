@@ -293,6 +293,7 @@ def unvalidated(plan: RunPlan, cfg: dict) -> DictConfig:
     return verl_cfg
 
 
+@functools.lru_cache(maxsize=1)
 def derived_keys() -> frozenset:
     """verl's keys whose yaml value is an interpolation of another key (the actor's `rollout_n` copies
     `rollout.n`): a change of the other key shows in these too, so a name lists it once."""

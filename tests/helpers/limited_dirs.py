@@ -1,4 +1,4 @@
-"""Directories that refuse writes for real: a read-only one and a full one (for the data,
+"""Directories that refuse writes for real: a read-only one, a full one and a small one (for the data,
 evaluate and report tests).
 
 As root, permission bits stop nothing (CAP_DAC_OVERRIDE), so both are small tmpfs mounts (read-only,
@@ -64,4 +64,13 @@ def full_dir(path: Path, keep: dict[str, bytes] | None = None) -> Iterator[Path]
             while True:
                 f.write(b"\0" * 4096)
                 f.flush()
+        yield p
+
+
+@contextlib.contextmanager
+def small_fs(path: Path, size_k: int) -> Iterator[Path]:
+    """An empty directory on a file system of `size_k` KiB (a tmpfs mount: root only)."""
+    if os.geteuid() != 0:
+        pytest.fail("a small file system is a tmpfs mount: run this test as root")
+    with _mounted(path, f"size={size_k}k") as p:
         yield p

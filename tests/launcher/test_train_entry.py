@@ -16,30 +16,16 @@ import json
 from pathlib import Path
 
 import pytest
-from omegaconf import OmegaConf, open_dict
+from omegaconf import OmegaConf
 
 from src import verl_config
 from src.trainer import entry as train_entry
 from src.trainer import time_limit
-from tests.helpers.verl_trainer_stand_ins import ActorWorkerGroup, WeightSync
+from tests.helpers.verl_trainer_stand_ins import partial_trainer
 
 
 def trainer(tmp_path: Path, step: int, total: int, save_freq: int):
-    from torchdata.stateful_dataloader import StatefulDataLoader
-    from verl.trainer.ppo.checkpoint_callback import build_checkpoint_callback
-    from verl.trainer.ppo.v1 import PPOTrainerSync
-
-    config = verl_config.compose([f"trainer.default_local_dir={tmp_path / 'ckpt'}", f"trainer.save_freq={save_freq}"])
-    OmegaConf.resolve(config)
-    with open_dict(config):
-        config.trainer.total_training_steps = total
-    t = object.__new__(train_entry.time_limited(PPOTrainerSync))  # partially built: see module docstring
-    t.config, t.global_steps, t.total_training_steps = config, step, total
-    t.trainer_mode, t.use_critic, t.timing_raw = "sync", False, {}
-    t.actor_rollout_wg, t.checkpoint_manager = ActorWorkerGroup(), WeightSync()
-    t.train_dataloader = StatefulDataLoader(list(range(8)), batch_size=2)
-    t.checkpoint_callback = build_checkpoint_callback(config)
-    return t
+    return partial_trainer(tmp_path, step, total, save_freq)
 
 
 def test_the_time_limited_trainer_is_verls_own_class_with_the_hook_first():
