@@ -240,6 +240,11 @@ class TrainerSchema:
                                verl="trainer.resume_mode")
     lr: float = setting(doc="the actor's learning rate", interval="(0, inf)", example="1e-6",
                         verl="actor_rollout_ref.actor.optim.lr")
+    # the launcher's, not verl's: src/node/training.py PreemptionWatch
+    preempt_grace_s: float = setting(
+        doc="after a SIGTERM to the launcher (a preemption, outside Slurm), seconds for the step in progress to "
+            "end and be saved before training is stopped; keep it below the scheduler's own grace",
+        interval="(0, inf)", example="25")
 
 
 @dataclass

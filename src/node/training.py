@@ -117,7 +117,89 @@ def discard_partial_checkpoints(checkpoint_dir: str | Path) -> list[str]:
     return checkpoints.discard_partial(checkpoint_dir)
 
 
-class TimeLimitWatch(TimeLimitSignalBlocked):
+class SavesOnSignal:
+    """What the time limit's watch and the preemption's share: on a signal, the trainer is asked through the
+    checkpoint dir to save the step in progress and end (src/trainer/time_limit.py), and a deadline stops
+    training that has not ended by then; after training, what was saved. `word` starts each line."""
+
+    word = ""
+
+    def __init__(self, checkpoint_dir: str, log: Callable[[str], None] = print):
+        self.checkpoint_dir, self.log = checkpoint_dir, log
+        self.received_at: Optional[float] = None
+        self.stopped_at_deadline = False
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+        self._signalled = threading.Event()
+        self._ended = False
+        self._proc: Optional[subprocess.Popen] = None
+        self._timer: Optional[threading.Timer] = None
+
+    def attach(self, proc: subprocess.Popen) -> None:
+        with self._lock:
+            self._proc = proc
+
+    def training_ended(self) -> None:
+        """Training exited on its own: a signal from now on has no step to save."""
+        with self._lock:
+            self._ended = True
+
+    def _first_signal(self) -> bool:
+        """The first signal while training runs: the time it came (True); a later one, or one after the end: False."""
+        with self._lock:
+            if self.received_at is not None or self._ended:
+                return False
+            self.received_at = time.time()
+            return True
+
+    def _ask_to_save(self, signal_name: str, left: float, said: str) -> None:
+        time_limit.request(self.checkpoint_dir, signal_name, left)
+        self.log(f"{self.word}: {signal_name} received; training saves the step in progress and ends "
+                 f"(stopped in {max(left, 0):.0f}s otherwise{said})")
+        self._timer = threading.Timer(max(left, 0.0), self._deadline)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _start_watching(self, wait: Callable[[], None], name: str) -> None:
+        time_limit.clear(self.checkpoint_dir)
+        self._thread = threading.Thread(target=wait, name=name, daemon=True)
+
+    def _stop_watching(self) -> None:
+        self._done.set()
+        self._thread.join()
+        if self._timer is not None:
+            self._timer.cancel()
+
+    def _deadline(self) -> None:
+        with self._lock:
+            if self._proc is not None and self._proc.poll() is None:
+                self.stopped_at_deadline = True
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self._proc.pid, signal.SIGTERM)
+
+    def _outcome(self, advice: str) -> Optional[str]:
+        """After training: None if it ran all its steps anyway (said in the log), else the line saying what
+        was saved (or that the run resumes from its last checkpoint, with `advice`)."""
+        result = time_limit.saved(self.checkpoint_dir)
+        last = result["step"] if result is not None and result.get("finished") else (
+            time_limit.finished(self.checkpoint_dir))
+        if last is not None:
+            return None
+        if result is not None:
+            how = "saved now" if result.get("saved_now") else "saved by the periodic save"
+            return f"{self.word}: step {result['step']} {how} in {self.checkpoint_dir}"
+        why = "was stopped at its deadline" if self.stopped_at_deadline else "ended"
+        return (f"{self.word}: training {why} before the end of a step; the run resumes from the last checkpoint "
+                f"in {self.checkpoint_dir} ({advice})")
+
+    def _finished_line(self) -> str:
+        step = time_limit.finished(self.checkpoint_dir)
+        if step is None:
+            step = (time_limit.saved(self.checkpoint_dir) or {}).get("step")
+        return f"{self.word}: training finished at step {step} before it"
+
+
+class TimeLimitWatch(TimeLimitSignalBlocked, SavesOnSignal):
     """Slurm's time-limit signal while training runs (src/trainer/time_limit.py, steps 2 and 4).
 
     The signal is blocked (see the base class) and taken by a thread with sigtimedwait. A thread
@@ -130,21 +212,16 @@ class TimeLimitWatch(TimeLimitSignalBlocked):
     (scontrol requeue, bounded by max_num_timeout) and exits the job process.
     """
 
+    word = "time limit"
+
     def __init__(self, checkpoint_dir: str, stop_by_s: float, signum: Optional[signal.Signals] = None,
                  log: Callable[[str], None] = print):
-        super().__init__(signum)
-        self.checkpoint_dir, self.stop_by_s, self.log = checkpoint_dir, stop_by_s, log
-        self.received_at: Optional[float] = None
-        self.stopped_at_deadline = False
-        self._lock = threading.Lock()
-        self._done = threading.Event()
-        self._signalled = threading.Event()
-        self._ended = False
-        self._proc: Optional[subprocess.Popen] = None
-        self._timer: Optional[threading.Timer] = None
+        TimeLimitSignalBlocked.__init__(self, signum)
+        SavesOnSignal.__init__(self, checkpoint_dir, log)
+        self.stop_by_s = stop_by_s
 
     def __enter__(self):
-        time_limit.clear(self.checkpoint_dir)
+        self._start_watching(self._wait, "time-limit-signal")
         super().__enter__()
         self._previous = signal.getsignal(self.signum)
         self._wakeup = None
@@ -155,15 +232,11 @@ class TimeLimitWatch(TimeLimitSignalBlocked):
             self._wakeup = socket.socketpair()
             self._wakeup[1].setblocking(False)
             self._old_wakeup_fd = signal.set_wakeup_fd(self._wakeup[1].fileno(), warn_on_full_buffer=False)
-        self._thread = threading.Thread(target=self._wait, name="time-limit-signal", daemon=True)
         self._thread.start()
         return self
 
     def __exit__(self, *exc):
-        self._done.set()
-        self._thread.join()
-        if self._timer is not None:
-            self._timer.cancel()
+        self._stop_watching()
         if self._wakeup is not None:
             signal.set_wakeup_fd(self._old_wakeup_fd)
             for sock in self._wakeup:
@@ -171,15 +244,6 @@ class TimeLimitWatch(TimeLimitSignalBlocked):
         if threading.current_thread() is threading.main_thread():
             signal.signal(self.signum, self._previous)
         return super().__exit__(*exc)
-
-    def attach(self, proc: subprocess.Popen) -> None:
-        with self._lock:
-            self._proc = proc
-
-    def training_ended(self) -> None:
-        """Training exited on its own: a signal from now on has no step to save."""
-        with self._lock:
-            self._ended = True
 
     def _wait(self) -> None:
         while not self._done.is_set():
@@ -193,52 +257,84 @@ class TimeLimitWatch(TimeLimitSignalBlocked):
                     self._received()
 
     def _received(self) -> None:
-        with self._lock:
-            if self.received_at is not None or self._ended:
-                return
-            self.received_at = time.time()
+        if not self._first_signal():
+            return
         # Slurm may signal up to a minute early (sbatch(1), --signal): the job's end decides when
         # it is known; the plan's stop_by_s is the time the signal itself promises
         end = _slurm_end_time()
-        left = self.stop_by_s if end is None else end - REQUEUE_S - self.received_at
-        time_limit.request(self.checkpoint_dir, self.signum.name, left)
-        self.log(f"time limit: {self.signum.name} received; training saves the step in progress and ends "
-                 f"(stopped in {max(left, 0):.0f}s otherwise)")
-        self._timer = threading.Timer(max(left, 0.0), self._deadline)
-        self._timer.daemon = True
-        self._timer.start()
-
-    def _deadline(self) -> None:
-        with self._lock:
-            if self._proc is not None and self._proc.poll() is None:
-                self.stopped_at_deadline = True
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self._proc.pid, signal.SIGTERM)
+        self._ask_to_save(self.signum.name, self.stop_by_s if end is None else end - REQUEUE_S - self.received_at, "")
 
     def after_training(self) -> None:
         """After training ended, before the services stop: requeue if the signal came (may not return)."""
         if self.received_at is None:
             return
-        result = time_limit.saved(self.checkpoint_dir)
-        last = result["step"] if result is not None and result.get("finished") else (
-            time_limit.finished(self.checkpoint_dir))
-        if last is not None:
-            self.log(f"time limit: training finished at step {last} before it; nothing to requeue")
+        line = self._outcome(f"raise slurm.signal_delay_s to one step + one save + {REQUEUE_S}s")
+        if line is None:
+            self.log(self._finished_line() + "; nothing to requeue")
             return
-        if result is not None:
-            how = "saved now" if result.get("saved_now") else "saved by the periodic save"
-            line = f"time limit: step {result['step']} {how} in {self.checkpoint_dir}"
-        else:
-            why = "was stopped at its deadline" if self.stopped_at_deadline else "ended"
-            line = (f"time limit: training {why} before the end of a step; the run resumes from the last "
-                    f"checkpoint in {self.checkpoint_dir} (raise slurm.signal_delay_s to one step + one save + "
-                    f"{REQUEUE_S}s)")
         previous = self._previous
         if callable(previous):
             self.log(line + "; requeueing the job")
             previous(self.signum, None)  # submitit: scontrol requeue, then sys.exit
             return
         raise TimeLimitReached(line + "; run the same command again to continue from it")
+
+
+class Preempted(ServiceFailure):
+    """SIGTERM reached the launcher outside Slurm; what was saved, and how to continue. One line."""
+
+
+class PreemptionWatch(SavesOnSignal):
+    """A preemption is a time limit: SIGTERM to the launcher outside Slurm (what a preempting scheduler sends
+    a job's main process, or `kill <pid>`) has the trainer save the step in progress through the time
+    limit's flag (src/trainer/time_limit.py), then the run ends with one line, resumable by running the same
+    command again. Training that has not ended `grace_s` after the signal (trainer.preempt_grace_s: within the
+    scheduler's own grace before its SIGKILL) is stopped, and the run resumes from its last checkpoint. A
+    second SIGTERM, or Ctrl-C, stops at once, as before.
+
+    Not under Slurm: there a SIGTERM (scancel, a preemption, the time limit's end) reaches every process of
+    the job step, verl's and vLLM's too, so no step can be saved after it; SigtermAsInterrupt stops the run
+    and the time limit's own signal, sent before, is the one that saves (TimeLimitWatch)."""
+
+    word = "preempted"
+
+    def __init__(self, checkpoint_dir: str, grace_s: float, log: Callable[[str], None] = print):
+        super().__init__(checkpoint_dir, log)
+        self.grace_s = grace_s
+
+    def __enter__(self):
+        self._start_watching(self._wait, "preemption-signal")
+        self._old = signal.signal(signal.SIGTERM, self._on_sigterm)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop_watching()
+        signal.signal(signal.SIGTERM, self._old)
+        return False
+
+    def _on_sigterm(self, signum, frame):
+        # in the main thread; only an event, the watcher thread does the work (see TimeLimitWatch)
+        if self._signalled.is_set():
+            raise KeyboardInterrupt(f"signal {signum}")
+        self._signalled.set()
+
+    def _wait(self) -> None:
+        while not self._done.is_set():
+            if self._signalled.wait(0.2):
+                if self._first_signal():
+                    self._ask_to_save("SIGTERM", self.grace_s, "; a second SIGTERM stops it now")
+                return
+
+    def after_training(self) -> None:
+        """After training ended, before the services stop: raise Preempted if the signal came."""
+        if self.received_at is None:
+            return
+        line = self._outcome("raise trainer.preempt_grace_s to one step + one save, within the scheduler's grace")
+        if line is None:
+            self.log(self._finished_line())
+            return
+        raise Preempted(line + "; run the same command again to continue from it")
 
 
 def _slurm_end_time() -> Optional[float]:
@@ -289,11 +385,12 @@ def _stop(proc: subprocess.Popen, grace_s: float = 30.0) -> None:
 def run(command: list[str], env: dict, log_path: Path,
         services: Iterable[Callable[[dict], ContextManager[dict]]] = (), stop: TrainingStop | None = None,
         watch: TimeLimitWatch | None = None, clock: StartupClock | None = None,
-        console: Console | None = None) -> int:
+        console: Console | None = None, preempt: PreemptionWatch | None = None) -> int:
     """Start services, run `command` streaming to `log_path` (every line) and `console` (the terminal;
     None: every line too), stop everything. Raises
     ServiceFailure when a service called `stop` (training was terminated for it). With `watch`, a
-    time-limit signal makes training save and end, then the job is requeued (may not return). `clock`
+    time-limit signal makes training save and end, then the job is requeued (may not return); with `preempt`,
+    a SIGTERM does the same and `run` raises Preempted (else SIGTERM stops training at once). `clock`
     marks the training command's start and the start-up phases its output shows (src/node/startup.py)."""
     stop = stop or TrainingStop()
     clock = clock or StartupClock()
@@ -310,10 +407,11 @@ def run(command: list[str], env: dict, log_path: Path,
             log.write(line + "\n")
             log.flush()
 
-        if watch is not None:
-            watch.log = say
+        watches = [w for w in (watch, preempt) if w is not None]
+        for w in watches:
+            w.log = say
         # the watch first: the services' processes (scorer, Ray head) inherit its signal block
-        with SigtermAsInterrupt(), (watch or contextlib.nullcontext()), contextlib.ExitStack() as stack:
+        with (preempt or SigtermAsInterrupt()), (watch or contextlib.nullcontext()), contextlib.ExitStack() as stack:
             for service in services:
                 env.update(stack.enter_context(service(env)))
             leftovers = Leftovers()
@@ -322,8 +420,8 @@ def run(command: list[str], env: dict, log_path: Path,
             clock.mark("training_started")
             console.begin(log_path, env)
             stop.attach(proc)
-            if watch is not None:
-                watch.attach(proc)
+            for w in watches:
+                w.attach(proc)
             code = None
             try:
                 for line in output_lines(proc.stdout):
@@ -336,11 +434,11 @@ def run(command: list[str], env: dict, log_path: Path,
                     log.flush()
                     console.line(line)
                 code = proc.wait()
-                if watch is not None:
-                    watch.training_ended()
+                for w in watches:
+                    w.training_ended()
             finally:
-                # a run stopped at the time-limit deadline has little time left before Slurm's kill
-                _stop(proc, 5.0 if watch is not None and watch.stopped_at_deadline else 30.0)
+                # a run stopped at the time-limit (or preemption) deadline has little time left before the kill
+                _stop(proc, 5.0 if any(w.stopped_at_deadline for w in watches) else 30.0)
                 removed = leftovers.remove()
                 if removed:
                     log.write(f"removed {len(removed)} files verl/vLLM left behind (src/node/leftovers.py): "
@@ -350,10 +448,10 @@ def run(command: list[str], env: dict, log_path: Path,
             if reason is not None:
                 log.write(f"training stopped: {reason}\n")
                 raise ServiceFailure(reason)
-            if watch is not None:
+            for w in watches:
                 # before the services stop: the requeue must reach Slurm before its kill at the
                 # limit; stopping them is then cut short at worst
-                watch.after_training()
+                w.after_training()
         return code
 
 

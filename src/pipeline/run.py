@@ -229,9 +229,14 @@ def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dic
     # in a Slurm job: the time-limit signal has the step in progress saved, then the job requeued
     watch = (training.TimeLimitWatch(plan.checkpoint_dir, plan.time_limit.stop_by_s)
              if task is not None and plan.time_limit is not None else None)
+    # outside Slurm, a SIGTERM to the launcher (a preemption) saves the step in progress too (PreemptionWatch says
+    # why not under Slurm)
+    preempt = (training.PreemptionWatch(plan.checkpoint_dir, plan.preempt_grace_s)
+               if task is None and plan.preempt_grace_s else None)
     try:
         code = training.run(command, env=env, log_path=log, services=services(clock), stop=stop, watch=watch,
-                            clock=clock, console=console.for_run(run_dir.name, bool(composed.get("verbose"))))
+                            clock=clock, console=console.for_run(run_dir.name, bool(composed.get("verbose"))),
+                            preempt=preempt)
     except (ray_cluster.RayBootstrapError, scorer_service.ScorerError, training.ServiceFailure) as exc:
         raise RunError(str(exc)) from None
     if smoke.requested(composed):  # experiment=smoke: check each stage, prove resume, print the verdict

@@ -99,6 +99,8 @@ class RunPlan:
     stop_rules: Optional[StopRules] = None
     # Slurm's time limit and when the step in progress is saved before it (src/plan/time_limit.py)
     time_limit: Optional[TimeLimitPlan] = None
+    # outside Slurm, a SIGTERM to the launcher saves the step in progress within this (src/node/training.py)
+    preempt_grace_s: Optional[float] = None
     # reward.credit=token: estimator, agent loop and token weights (src/rewards/credit/launch.py); None: sequence
     token_credit: Optional[TokenCreditPlan] = None
     # attention implementation of the actor/ref model and verl's remove-padding switch (src/plan/attention.py)
@@ -259,6 +261,7 @@ def build_plan(cfg: dict, run_dir: str, gpu_memory_gb: Optional[float] = None, f
         gpu_memory_utilization=memory.vllm_share, scorer=scorer, memory=memory,
         verl_passthrough=passthrough, accelerator_verl=for_joined_cluster(flatten(cfg["accelerator"].get("verl") or {}), nodes),
         trainer_python=cfg["accelerator"].get("python"), stop_rules=rules, time_limit=limit,
+        preempt_grace_s=float(cfg["trainer"]["preempt_grace_s"]),
         reward_kwargs=reward_side.kwargs, token_credit=reward_side.token_credit, attention=attention,
         # grpo_token with reward.credit=token (src/rewards/credit/estimator.py), grpo_per_component with
         # reward.normalise=per_component (src/rewards/normalise.py; the two exclude each other), else the algo's

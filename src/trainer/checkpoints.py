@@ -110,23 +110,24 @@ def keep_counts(trainer_config) -> dict[str, Optional[int]]:
 
 def retain(checkpoint_dir: str | Path, keep: dict[str, Optional[int]], newest: int) -> list[str]:
     """After the tracker names `newest`: each role's shards kept in its newest `keep[role]` steps (None or
-    <= 0: all), a step dir with no role's shards left removed whole. Never a step after `newest`.
-    Returns the removed paths."""
+    <= 0: all); a step dir left with no role's shards removed whole. Never a step after `newest`, never
+    `newest` itself. Returns the removed paths (a whole step dir as itself)."""
     steps = [s for s in step_dirs(checkpoint_dir) if s <= newest]
+    old_for = {role: set(steps[:-count]) for role, count in keep.items() if isinstance(count, int) and count > 0}
     removed = []
-    for role, count in keep.items():
-        if not isinstance(count, int) or count <= 0:
-            continue
-        for step in steps[:-count]:
-            path = Path(checkpoint_dir) / f"global_step_{step}" / role
-            if path.exists():
-                shutil.rmtree(path, ignore_errors=True)
-                removed.append(str(path))
     for step in steps[:-1]:
-        path = Path(checkpoint_dir) / f"global_step_{step}"
-        if any(keep.get(r) for r in ROLES) and not any((path / r).exists() for r in ROLES):
-            shutil.rmtree(path, ignore_errors=True)
-            removed.append(str(path))
+        folder = Path(checkpoint_dir) / f"global_step_{step}"
+        going = [r for r, old in old_for.items() if step in old]
+        if not going:
+            continue
+        if not any((folder / r).exists() for r in ROLES if r not in going):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(str(folder))
+            continue
+        for role in going:
+            if (folder / role).exists():
+                shutil.rmtree(folder / role, ignore_errors=True)
+                removed.append(str(folder / role))
     return removed
 
 

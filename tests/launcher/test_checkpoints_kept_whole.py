@@ -141,3 +141,17 @@ def test_a_launch_removes_a_save_cut_short_and_refuses_an_unreadable_tracker_bef
     errors = [line for line in refused.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "does not name a step" in errors[0], refused.stderr
     assert sorted((tmp_path / "out" / "runs").iterdir()) == runs_before  # no run dir for a launch that never ran
+
+
+def test_retention_per_role_removes_a_step_whole_only_when_no_shards_are_left(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    for step in (1, 2, 3, 4):
+        for role in ("actor", "critic"):
+            (ckpt / f"global_step_{step}" / role).mkdir(parents=True)
+        (ckpt / f"global_step_{step}" / "data.pt").write_bytes(b"d")
+    (ckpt / "global_step_5" / "actor").mkdir(parents=True)  # newer than the tracker's step: not retention's
+    removed = checkpoints.retain(ckpt, {"actor": 1, "critic": 2}, newest=4)
+    assert removed == [str(ckpt / "global_step_1"), str(ckpt / "global_step_2"), str(ckpt / "global_step_3" / "actor")]
+    assert checkpoints.step_dirs(ckpt) == [3, 4, 5]
+    assert (ckpt / "global_step_3" / "critic").is_dir() and (ckpt / "global_step_4" / "actor").is_dir()
+    assert checkpoints.retain(ckpt, {"actor": None, "critic": None}, newest=4) == []

@@ -27,11 +27,12 @@ CHILD = """
 import json, os, signal, sys, time
 from src.trainer import time_limit
 ckpt, obey = sys.argv[1], sys.argv[2] == "obey"
+self_signal = len(sys.argv) < 4 or sys.argv[3] != "quiet"
 with open(os.path.join(ckpt, "child.json"), "w") as f:
     json.dump(sorted(s.name for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])), f)
 for step in range(1, 600):
     time.sleep(0.1)
-    if step == 3:
+    if step == 3 and self_signal:
         os.kill(os.getpid(), signal.SIGUSR2)
     if obey and time_limit.requested(ckpt):
         time_limit.record_saved(ckpt, step, saved_now=True, finished=False)
@@ -134,6 +135,48 @@ def test_without_a_signal_nothing_changes(tmp_path, previous_handler):
                       watch=training.TimeLimitWatch(str(ckpt), 30))
     assert code == 0 and previous_handler == []
     assert not time_limit.requested(ckpt)
+
+
+def run_preempted(tmp_path: Path, mode: str, grace_s: float, sigterms: int = 1):
+    """The runner with a PreemptionWatch over the child trainer (without its own USR2), and `sigterms` SIGTERMs
+    to this process from outside, as a preempting scheduler sends one to its job's main process."""
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir(exist_ok=True)
+    kills = "; ".join(f"sleep 0.8; kill -TERM {os.getpid()}" for _ in range(sigterms))
+    subprocess.Popen(["bash", "-c", kills])
+    watch = training.PreemptionWatch(str(ckpt), grace_s)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return training.run([sys.executable, "-c", CHILD, str(ckpt), mode, "quiet"], env, tmp_path / "train.log",
+                        preempt=watch)
+
+
+def test_a_sigterm_to_the_launcher_saves_the_step_in_progress_and_ends_resumably_in_one_line(tmp_path):
+    old = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(training.Preempted) as err:
+        run_preempted(tmp_path, "obey", grace_s=30)
+    ckpt = tmp_path / "ckpt"
+    step = time_limit.saved(ckpt)["step"]
+    log = (tmp_path / "train.log").read_text()
+    assert "preempted: SIGTERM received; training saves the step in progress and ends (stopped in 30s" in log
+    assert f"child: saved step {step}" in log and "child: ran out of steps" not in log
+    assert str(err.value) == (f"preempted: step {step} saved now in {ckpt}; run the same command again to continue "
+                              f"from it")
+    assert signal.getsignal(signal.SIGTERM) is old  # the handler is back after the run
+
+
+def test_a_preempted_training_that_does_not_end_in_time_is_stopped_at_the_deadline(tmp_path):
+    with pytest.raises(training.Preempted) as err:
+        run_preempted(tmp_path, "ignore", grace_s=1)
+    assert "child: ran out of steps" not in (tmp_path / "train.log").read_text()
+    assert str(err.value).startswith(f"preempted: training was stopped at its deadline before the end of a step; "
+                                     f"the run resumes from the last checkpoint in {tmp_path / 'ckpt'}")
+    assert "raise trainer.preempt_grace_s" in str(err.value)
+
+
+def test_a_second_sigterm_stops_at_once(tmp_path):
+    with pytest.raises(KeyboardInterrupt):
+        run_preempted(tmp_path, "ignore", grace_s=60, sigterms=2)
+    assert "child: ran out of steps" not in (tmp_path / "train.log").read_text()
 
 
 # verl's trainer side, driven per step as PPOTrainer.fit drives it: verl's PPOTrainerSync with the

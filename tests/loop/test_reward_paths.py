@@ -10,15 +10,17 @@ replay buffer, the token-credit agent loop, the per-component normaliser, the tr
 save and its resume) runs where verl chunks the batch across ranks (issue 50); run 3 at world size 3, a count
 learn_tiny's own batch does not divide:
 
-1. token credit + DAPO + a guard + the scorer killed once + the time-limit save: reward=xcomet_xl (the tiny
+1. token credit + DAPO + a guard + the scorer killed once + a preemption: reward=xcomet_xl (the tiny
    XCOMET's error spans) with reward.credit=token (verl's grpo plus the token term, src/rewards/credit/),
    algo=dapo with its group filter on two samples a prompt and a reward rounded to a whole number so that whole
    groups tie, the length-coverage
    guard on with bounds the taught policy crosses, the scorer SIGKILLed after step 1 (restarted, nothing lost)
-   and the time-limit request written into the checkpoint dir as the Slurm runner writes it on the signal
-   (src/trainer/time_limit.py; the signal -> flag half runs under the real Slurm cluster in tests/slurm):
-   the trainer saves the step in progress and ends.
-2. the same command again: it resumes from that checkpoint and trains the last step.
+   and then SIGTERM to the launcher, as a preempting scheduler sends it (src/node/training.py PreemptionWatch):
+   it asks the trainer for the time limit's save (src/trainer/time_limit.py; Slurm's signal -> flag half runs
+   under the real Slurm cluster in tests/slurm), the trainer saves the step in progress and ends, and the run
+   ends with one line.
+2. the same command again: it resumes from that checkpoint and trains the last step; with one checkpoint kept
+   (max_actor_ckpt_to_keep=1), the preempted step's goes once the tracker names the last.
 3. per-component normalisation + sequence credit + a lost group + the scorer killed for good: reward=comet
    (BLEU + the tiny CometKiwi) with reward.normalise=per_component; a test-only reward component fails the
    first answer it sees (lose_one_group.py), so verl tags that group failure and the guard drops it whole;
@@ -137,6 +139,20 @@ def kill_scorer(launch: Launch, running, after: int | None = None) -> int:
     return pid
 
 
+def launcher_pid(out: Path) -> int:
+    """The launcher of the launch writing into `out` (its own `paths.output_dir=` argument; verl's processes
+    under it name the dir only inside longer arguments)."""
+    mine = f"paths.output_dir={out}".encode()
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if mine in argv and b"src.launch" in argv:
+            return int(proc.name)
+    raise AssertionError(f"no launcher with {mine.decode()} runs")
+
+
 def steps_with(metrics: dict[int, dict], key: str) -> list[int]:
     return sorted(s for s, row in metrics.items() if key in row)
 
@@ -145,30 +161,35 @@ def checkpoints(checkpoint_dir: Path) -> list[int]:
     return sorted(int(p.name.rsplit("_", 1)[1]) for p in checkpoint_dir.glob("global_step_*") if (p / "actor").is_dir())
 
 
-def test_token_credit_dapo_a_guard_a_scorer_restart_and_the_time_limit_save_with_its_resume(cpu_loop, taught_build,
-                                                                                             tmp_path):
+def test_token_credit_dapo_a_guard_a_scorer_restart_a_preemption_and_its_resume(cpu_loop, taught_build, tmp_path):
     """Runs 1 and 2, one results root: the second resumes the first."""
-    args = COMMON + TOKEN_DAPO_GUARD + [f"model.build_dir={taught_build}", f"paths.results_root={tmp_path / 'results'}"]
+    # one checkpoint kept: the resumed run's last save removes the time-limit save's step, after the tracker
+    # names the new one (src/trainer/checkpoints.py; disk housekeeping, so both launches are one run)
+    args = COMMON + TOKEN_DAPO_GUARD + [f"model.build_dir={taught_build}", f"paths.results_root={tmp_path / 'results'}",
+                                        "+verl.trainer.max_actor_ckpt_to_keep=1"]
     first = Launch(tmp_path / "paths-1")
 
     def act(out: Path, running) -> None:
         wait_for("step 1 in verl's metrics", lambda: 1 in first.metrics(), running)
         kill_scorer(first, running)
-        # what src/node/training.py TimeLimitWatch writes on Slurm's signal
-        time_limit.request(first.checkpoint_dir(), "SIGUSR2", 600.0)
+        # a preemption: SIGTERM to the launcher alone (src/node/training.py PreemptionWatch), which asks the
+        # trainer for the time limit's save through the checkpoint dir
+        os.kill(launcher_pid(out), signal.SIGTERM)
 
-    run = cpu_loop(args, timeout_s=TIMEOUT_S, out_name="paths-1", during=act)
-    print(f"reward paths, run 1 (token credit, DAPO, guard, scorer killed once, time-limit save): {run.seconds:.0f} s")
+    run = cpu_loop(args + ["trainer.preempt_grace_s=600"], timeout_s=TIMEOUT_S, out_name="paths-1", during=act)
+    print(f"reward paths, run 1 (token credit, DAPO, guard, scorer killed once, preempted): {run.seconds:.0f} s")
     out = run.output
-    assert run.returncode == 0, out[-6000:]
     assert "learn_tiny: taught policy" in out and "restarting it (1 of 1)" in out and SCORER_RESTARTED in out, out[-3000:]
     checkpoint = first.checkpoint_dir()
     metrics = first.metrics()
     trained = steps_with(metrics, "critic/score/mean")
-    # the time-limit request came after step 1: the trainer saved the step it was in and ended
+    # the SIGTERM came after step 1: the trainer saved the step it was in and ended; the run ends in one line
     saved = time_limit.saved(checkpoint)
     assert saved == {"step": trained[-1], "saved_now": True, "finished": False} and trained in ([1], [1, 2]), \
         (saved, trained)
+    assert run.returncode == 1, out[-6000:]
+    assert (f"error: preempted: step {saved['step']} saved now in {checkpoint}; run the same command again to "
+            f"continue from it") in out, out[-4000:]
     assert checkpoints(checkpoint) == [saved["step"]]
     # the time-limit save at world size 2: a shard per rank
     assert sorted(p.name for p in (checkpoint / f"global_step_{saved['step']}" / "actor").glob("*.pt")) == SHARDS
@@ -191,7 +212,10 @@ def test_token_credit_dapo_a_guard_a_scorer_restart_and_the_time_limit_save_with
     metrics = first.metrics()
     trained = steps_with(metrics, "critic/score/mean")
     assert trained == [1, 2, 3], trained
-    assert checkpoints(checkpoint) == sorted({saved["step"], 3})
+    assert checkpoints(checkpoint) == [3]
+    if saved["step"] != 3:
+        removed = f"checkpoint: removed {checkpoint / ('global_step_%d' % saved['step'])} (keeping the newest 1 actor)"
+        assert removed in run2.output, run2.output[-4000:]
     assert (checkpoint / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
     assert sorted(p.name for p in (checkpoint / "global_step_3" / "actor").glob("*.pt")) == SHARDS
     # the resumed steps, at the same world size: vLLM ran the weights the two ranks reloaded and trained
