@@ -245,6 +245,17 @@ class TrainerSchema:
         doc="after a SIGTERM to the launcher (a preemption, outside Slurm), seconds for the step in progress to "
             "end and be saved before training is stopped; keep it below the scheduler's own grace",
         interval="(0, inf)", example="25")
+    # the launcher's stall guard (src/plan/stall.py, src/node/stall.py)
+    stall_timeout_s: Optional[float] = setting(
+        doc="a run with no step ending within this many seconds is stopped as stalled, its stacks dumped; null: "
+            "derived from stall_first_step_s, stall_multiple and stall_min_s", interval="(0, inf)", example="3600",
+        note=" (or null: derived)")
+    stall_first_step_s: float = setting(doc="the stall bound until the first step ends (start-up included)",
+                                        interval="(0, inf)", example="3600")
+    stall_multiple: float = setting(doc="after the first step, the stall bound is this times the longest step so far",
+                                    interval="(0, inf)", example="5")
+    stall_min_s: float = setting(doc="the derived stall bound is never below this", interval="(0, inf)",
+                                 example="600")
 
 
 @dataclass

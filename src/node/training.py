@@ -35,6 +35,7 @@ from src.trainer import checkpoints, time_limit
 
 from .console import Console
 from .leftovers import Leftovers
+from .stall import Stalled, StallWatch  # noqa: F401  (Stalled: what run raises)
 from .process_group import stop_group
 from .startup import StartupClock
 
@@ -385,12 +386,14 @@ def _stop(proc: subprocess.Popen, grace_s: float = 30.0) -> None:
 def run(command: list[str], env: dict, log_path: Path,
         services: Iterable[Callable[[dict], ContextManager[dict]]] = (), stop: TrainingStop | None = None,
         watch: TimeLimitWatch | None = None, clock: StartupClock | None = None,
-        console: Console | None = None, preempt: PreemptionWatch | None = None) -> int:
+        console: Console | None = None, preempt: PreemptionWatch | None = None,
+        stall: StallWatch | None = None) -> int:
     """Start services, run `command` streaming to `log_path` (every line) and `console` (the terminal;
     None: every line too), stop everything. Raises
     ServiceFailure when a service called `stop` (training was terminated for it). With `watch`, a
     time-limit signal makes training save and end, then the job is requeued (may not return); with `preempt`,
-    a SIGTERM does the same and `run` raises Preempted (else SIGTERM stops training at once). `clock`
+    a SIGTERM does the same and `run` raises Preempted (else SIGTERM stops training at once); with `stall`, a run
+    whose steps stop ending is stopped with its stacks dumped and `run` raises Stalled (src/node/stall.py). `clock`
     marks the training command's start and the start-up phases its output shows (src/node/startup.py)."""
     stop = stop or TrainingStop()
     clock = clock or StartupClock()
@@ -407,11 +410,13 @@ def run(command: list[str], env: dict, log_path: Path,
             log.write(line + "\n")
             log.flush()
 
-        watches = [w for w in (watch, preempt) if w is not None]
+        # the stall guard first: a run it stopped is reported as stalled, whatever signal came meanwhile
+        watches = [w for w in (stall, watch, preempt) if w is not None]
         for w in watches:
             w.log = say
         # the watch first: the services' processes (scorer, Ray head) inherit its signal block
-        with (preempt or SigtermAsInterrupt()), (watch or contextlib.nullcontext()), contextlib.ExitStack() as stack:
+        with (preempt or SigtermAsInterrupt()), (watch or contextlib.nullcontext()), \
+                (stall or contextlib.nullcontext()), contextlib.ExitStack() as stack:
             for service in services:
                 env.update(stack.enter_context(service(env)))
             leftovers = Leftovers()
@@ -427,6 +432,8 @@ def run(command: list[str], env: dict, log_path: Path,
                 for line in output_lines(proc.stdout):
                     seen = len(clock.phases)
                     clock.observe(line)
+                    if stall is not None:
+                        stall.observe(line)
                     for phase in list(clock.phases)[seen:]:
                         console.phase(phase, clock.phases[phase])
                     line = scrub(line, env)

@@ -8,6 +8,8 @@ from hydra.errors import CompactHydraException
 USAGE_EXIT = 2
 # Ctrl-C or Slurm's SIGTERM: 128 + SIGINT, as the shell reports it
 INTERRUPTED_EXIT = 130
+# no training step ended within the stall bound (src/node/stall.py): BSD's EX_TEMPFAIL, a run to try again
+STALLED_EXIT = 75
 
 
 # what str.splitlines() breaks a line at: a refusal that echoes the user's input (an override with a

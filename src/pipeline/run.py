@@ -29,7 +29,7 @@ from src.verl_config import checks as verl_checks
 from src.verl_config import user_keys
 
 from . import learning, local_sweep, smoke, tiny_build
-from .errors import INTERRUPTED_EXIT, USAGE_EXIT, RunError, UsageError, verl_reason
+from .errors import INTERRUPTED_EXIT, STALLED_EXIT, USAGE_EXIT, RunError, UsageError, verl_reason
 from .lineage import Lineage, identify, lineage_line, verl_config_for
 from .preset import moved_geometry_note
 from .precheck import (SLURM_LAUNCHER, check_data_files, debug, detected_gpu_memory, input_notes, not_writable,
@@ -233,10 +233,14 @@ def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dic
     # why not under Slurm)
     preempt = (training.PreemptionWatch(plan.checkpoint_dir, plan.preempt_grace_s)
                if task is None and plan.preempt_grace_s else None)
+    # a run whose steps stop ending is stopped, its stacks in the run dir (src/node/stall.py)
+    stall = training.StallWatch(plan.stall, run_dir) if plan.stall is not None else None
     try:
         code = training.run(command, env=env, log_path=log, services=services(clock), stop=stop, watch=watch,
                             clock=clock, console=console.for_run(run_dir.name, bool(composed.get("verbose"))),
-                            preempt=preempt)
+                            preempt=preempt, stall=stall)
+    except training.Stalled as exc:
+        raise RunError(str(exc), STALLED_EXIT) from None
     except (ray_cluster.RayBootstrapError, scorer_service.ScorerError, training.ServiceFailure) as exc:
         raise RunError(str(exc)) from None
     if smoke.requested(composed):  # experiment=smoke: check each stage, prove resume, print the verdict

@@ -31,6 +31,7 @@ from .resources import for_joined_cluster, node_resources, ray_cpus_for
 from .schedule import Schedule, schedule_of
 from .scorer import ScorerPlan, models_needed, scorer_plan
 from .stop_rules import StopRules, stop_rules
+from .stall import StallPlan, plan_stall
 from .time_limit import TimeLimitPlan, plan_time_limit
 from .values import Adjustment, PlanError, at_least, check_ranges, flatten
 
@@ -101,6 +102,8 @@ class RunPlan:
     time_limit: Optional[TimeLimitPlan] = None
     # outside Slurm, a SIGTERM to the launcher saves the step in progress within this (src/node/training.py)
     preempt_grace_s: Optional[float] = None
+    # when a run with no step ending is stopped as stalled (src/plan/stall.py)
+    stall: Optional[StallPlan] = None
     # reward.credit=token: estimator, agent loop and token weights (src/rewards/credit/launch.py); None: sequence
     token_credit: Optional[TokenCreditPlan] = None
     # attention implementation of the actor/ref model and verl's remove-padding switch (src/plan/attention.py)
@@ -262,6 +265,7 @@ def build_plan(cfg: dict, run_dir: str, gpu_memory_gb: Optional[float] = None, f
         verl_passthrough=passthrough, accelerator_verl=for_joined_cluster(flatten(cfg["accelerator"].get("verl") or {}), nodes),
         trainer_python=cfg["accelerator"].get("python"), stop_rules=rules, time_limit=limit,
         preempt_grace_s=float(cfg["trainer"]["preempt_grace_s"]),
+        stall=plan_stall(cfg["trainer"]),
         reward_kwargs=reward_side.kwargs, token_credit=reward_side.token_credit, attention=attention,
         # grpo_token with reward.credit=token (src/rewards/credit/estimator.py), grpo_per_component with
         # reward.normalise=per_component (src/rewards/normalise.py; the two exclude each other), else the algo's

@@ -70,6 +70,14 @@ def time_limit_rows(plan: RunPlan) -> list[tuple]:
              f"else it resumes from the last periodic save")]
 
 
+def stall_rows(plan: RunPlan) -> list[tuple]:
+    """When a run whose steps stopped ending is stopped (src/plan/stall.py; the guard: src/node/stall.py)."""
+    if plan.stall is None:
+        return []
+    return [("stall guard", plan.stall.describe(),
+             "trainer.stall_*: the run is stopped as stalled, every training process's stacks in the run dir")]
+
+
 def attention_rows(plan: RunPlan) -> list[tuple]:
     """The actor/ref attention implementation and remove padding, each with why (src/plan/attention.py)."""
     a = plan.attention
@@ -228,6 +236,7 @@ def render(plan: RunPlan, command: list[str], verl_config_path: str, console: Co
          f"Slurm request per node ({plan.scorer_gpus_per_node} dedicated scorer GPU(s))"),
         *stop_rule_rows(plan),
         *time_limit_rows(plan),
+        *stall_rows(plan),
         ("run id", plan.run_id + (f" (reproduces {plan.reproduces})" if plan.reproduces else ""),
          "hash of the training config (src/record/identity.py)"),
         ("differs from the preset", "named as the run it comes from" if plan.differs_from_preset is None

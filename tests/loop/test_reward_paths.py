@@ -43,6 +43,7 @@ import yaml
 from src.pipeline.smoke import read_metrics
 from src.trainer import time_limit
 from tests.helpers.launches import checkpoint_dir, metrics_files
+from tests.helpers.loop_processes import launcher_pid
 
 from .lose_one_group import MARKER_ENV, MESSAGE as LOST_MESSAGE
 
@@ -137,20 +138,6 @@ def kill_scorer(launch: Launch, running, after: int | None = None) -> int:
         time.sleep(RESTART_CHECK_S)
     os.kill(pid, signal.SIGKILL)
     return pid
-
-
-def launcher_pid(out: Path) -> int:
-    """The launcher of the launch writing into `out` (its own `paths.output_dir=` argument; verl's processes
-    under it name the dir only inside longer arguments)."""
-    mine = f"paths.output_dir={out}".encode()
-    for proc in Path("/proc").iterdir():
-        try:
-            argv = (proc / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if mine in argv and b"src.launch" in argv:
-            return int(proc.name)
-    raise AssertionError(f"no launcher with {mine.decode()} runs")
 
 
 def steps_with(metrics: dict[int, dict], key: str) -> list[int]:

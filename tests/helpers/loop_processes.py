@@ -1,0 +1,48 @@
+"""The processes of one CPU-loop launch, found by what the tests can see from outside: the launcher by its own
+`paths.output_dir=` argument, the processes under it by their parent chain (Ray's workers and vLLM's engine
+descend from the training command, which descends from the launcher)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def launcher_pid(out: Path) -> int:
+    """The launcher of the launch writing into `out` (its own `paths.output_dir=` argument; verl's processes
+    under it name the dir only inside longer arguments)."""
+    mine = f"paths.output_dir={out}".encode()
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if mine in argv and b"src.launch" in argv:
+            return int(proc.name)
+    raise AssertionError(f"no launcher with {mine.decode()} runs")
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        return int((Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def descendants_titled(ancestor: int, title: str) -> list[int]:
+    """The processes under `ancestor` whose command line (a process title, for Ray's and vLLM's) starts with
+    `title`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmd = (proc / "cmdline").read_bytes().split(b"\0")[0].decode(errors="replace")
+        except OSError:
+            continue
+        if not cmd.startswith(title):
+            continue
+        pid = int(proc.name)
+        while pid not in (None, 0, 1, ancestor):
+            pid = _parent(pid)
+        if pid == ancestor:
+            found.append(int(proc.name))
+    return found
