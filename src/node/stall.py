@@ -35,18 +35,24 @@ from .process_group import stop_group
 
 DUMP_TIMEOUT_S = 20
 STOP_GRACE_S = 30  # for the training command to end on SIGTERM before the group gets SIGKILL
-# verl 0.9.1's functions in the TaskRunner's stack, each with the phase it is in; the first found wins, so the
-# inner phases come before fit's own loop (verl/trainer/ppo/v1/trainer_base.py PPOTrainer.fit and its steps)
+# verl 0.9.1's functions in the TaskRunner's stack (verl/trainer/ppo/v1/trainer_base.py: PPOTrainer.fit, _step_once
+# with its marked_timer phases, on_step_end's weight sync), each with the phase it is in. The first found wins:
+# a stack holds fit's whole chain, so the inner phases come first, and the rollout's `sample` (the replay buffer
+# waiting for the agent loop's trajectories, or on_sample_begin submitting them) last.
 PHASES = (
     ("_save_checkpoint", "save"),
     ("update_weights", "weight sync"),
     ("_validate", "validation"),
-    ("update_actor", "update"),
-    ("compute_log_prob", "update"),
-    ("compute_ref_log_prob", "update"),
-    ("compute_score", "reward"),
-    ("reward", "reward"),
+    ("_update_actor", "update"),
+    ("_update_critic", "update"),
+    ("_compute_old_log_prob", "log-prob"),
+    ("_compute_ref_log_prob", "log-prob"),
+    ("_compute_values", "log-prob"),
+    ("_compute_reward_colocate", "reward"),
+    ("_compute_advantage", "advantage"),
     ("generate_sequences", "rollout"),
+    ("on_sample_begin", "rollout"),
+    ("sample", "rollout"),
 )
 
 

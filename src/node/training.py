@@ -44,6 +44,8 @@ VERL_ENTRY = ["-m", "src.trainer"]
 STOP_FILE_ENV = "QE_TRAINING_STOP_FILE"  # src/trainer/guard.py writes it
 # the longest the runner waits for training's next output line before it looks at signals again
 OUTPUT_POLL_S = 0.5
+# after a save-on-signal deadline: for training to end on SIGTERM before what is left gets SIGKILL
+DEADLINE_GRACE_S = 5.0
 
 
 def verl_command(python: str, snapshot_dir: Path, run_dir: Path) -> list[str]:
@@ -173,10 +175,12 @@ class SavesOnSignal:
 
     def _deadline(self) -> None:
         with self._lock:
-            if self._proc is not None and self._proc.poll() is None:
+            proc = self._proc if self._proc is not None and self._proc.poll() is None else None
+            if proc is not None:
                 self.stopped_at_deadline = True
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self._proc.pid, signal.SIGTERM)
+        if proc is not None:
+            # SIGTERM, then SIGKILL to what is left: a hung process would hold the training output open
+            stop_group(proc, DEADLINE_GRACE_S)
 
     def _outcome(self, advice: str) -> Optional[str]:
         """After training: None if it ran all its steps anyway (said in the log), else the line saying what

@@ -87,10 +87,11 @@ def test_the_phase_is_the_innermost_verl_step_function_in_the_task_runners_stack
     def runner(*functions):
         stack = "\n".join(f"    {fn} (verl/trainer/ppo/v1/trainer_base.py:{i})" for i, fn in enumerate(functions))
         return {7: ("S", "ray::TimeLimitTaskRunner.run", stack)}
-    assert stall.phase_of(runner("fit", "_step", "generate_sequences")) == "the rollout phase hung"
+    assert stall.phase_of(runner("fit", "step", "_step_once", "sample", "get")) == "the rollout phase hung"
     assert stall.phase_of(runner("fit", "on_step_end", "update_weights")) == "the weight sync phase hung"
     assert stall.phase_of(runner("fit", "_save_checkpoint", "save_checkpoint")) == "the save phase hung"
-    dumps = {**runner("fit", "_step", "update_actor"), 9: ("T", "VLLM::EngineCore", "")}
+    assert stall.phase_of(runner("fit", "step", "_step_once", "_compute_reward_colocate")) == "the reward phase hung"
+    dumps = {**runner("fit", "step", "_step_once", "_update_actor", "get"), 9: ("T", "VLLM::EngineCore", "")}
     assert stall.phase_of(dumps) == "the update phase hung; stopped: VLLM::EngineCore (pid 9)"
 
 

@@ -1,8 +1,8 @@
 """A hung run is caught in real steps (issue 48, item 1): verl's own trainer on the CPU loop, its vLLM engine
 stopped (SIGSTOP) after step 2, as a vLLM engine that hangs while verl waits on its generation. The launcher's
 stall guard (src/node/stall.py) stops the run at its bound with one line naming the rollout phase and the
-stopped engine, the Python stacks of every training process in the run dir (the TaskRunner's in verl's
-generate_sequences), its own exit code, and nothing left running (the cpu_loop fixture checks every process of
+stopped engine, the Python stacks of every training process in the run dir (the TaskRunner's in verl's step,
+waiting for the rollout), its own exit code, and nothing left running (the cpu_loop fixture checks every process of
 the launch's Ray session ended).
 
 The bound here is the derived one (src/plan/stall.py) with a small minimum: 5 x the longest step so far, at
@@ -59,6 +59,6 @@ def test_a_stopped_vllm_engine_is_caught_as_a_stalled_rollout_with_every_stack_d
     states = {int(row.split("\t")[0]): row.split("\t")[1] for row in listing}
     assert all(states.get(pid) == "T" for pid in stopped), (stopped, listing)
     runners = [row.split("\t")[0] for row in listing if "TaskRunner" in row.split("\t")[2]]
-    assert runners and "generate_sequences (" in (folder / f"{runners[0]}.txt").read_text()
+    assert runners and "_step_once (" in (folder / f"{runners[0]}.txt").read_text()  # verl's step, read by py-spy
     # every dump is py-spy's read, not its refusal: this machine lets the launcher read its children
     assert not [p for p in folder.glob("*.txt") if "py-spy could not read it" in p.read_text()]
