@@ -25,10 +25,13 @@ PATTERNS = ((Path("/dev/shm"), "psm_"), (Path("/dev/shm"), "verl_weights_"),
             (Path(tempfile.gettempdir()), "vllm_dist_"), (Path("/tmp"), "rl-colocate-zmq-"))
 
 
-def present() -> set[str]:
-    """The paths matching PATTERNS now."""
+def present(tmp_dir: Path | None = None) -> set[str]:
+    """The paths matching PATTERNS now; with `tmp_dir`, vLLM's stores are looked for there instead of this
+    process's temp dir (another process's TMPDIR: tests/loop/conftest.py)."""
     out = set()
     for folder, prefix in PATTERNS:
+        if tmp_dir is not None and prefix == "vllm_dist_":
+            folder = tmp_dir
         with contextlib.suppress(OSError):
             out.update(str(folder / name) for name in os.listdir(folder) if name.startswith(prefix))
     return out

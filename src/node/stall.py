@@ -11,8 +11,9 @@ process's stacks from outside, without its cooperation, which a process stuck in
 could not give through a Python signal handler such as faulthandler's. It needs ptrace rights over the
 processes: root, or Yama's ptrace_scope 0 (a node with 1 lets only an ancestor trace): where it has none,
 each dump file says so and the run still stops. The processes: the training command's process group and
-session (verl starts Ray's raylet and workers in it, vLLM its engine: the group src/node/process_group.py
-stops), each with its command line and state (`T` for a stopped one) in `processes.txt`.
+session, and every process under it (Ray starts vLLM's engine outside the group), each with its command line
+and state (`T` for a stopped one) in `processes.txt`; after the dump, the group is stopped and what is left of
+them gets SIGKILL (a stopped process takes no other signal).
 
 The phase is read from the TaskRunner's stack (the Ray actor that runs verl's PPOTrainer.fit, titled
 `ray::...TaskRunner...` by Ray): the innermost of verl's step functions it is in.
@@ -20,7 +21,9 @@ The phase is read from the TaskRunner's stack (the Ray actor that runs verl's PP
 from __future__ import annotations
 
 import datetime as dt
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -125,6 +128,7 @@ class StallWatch:
         # SIGTERM, then SIGKILL to what is left: a stopped or hung process ignores SIGTERM, and every process of
         # the group holds the training output open, which the runner reads until it ends
         stop_group(proc, STOP_GRACE_S)
+        kill_left(dumps)
 
 
 class Stalled(RuntimeError):
@@ -132,22 +136,54 @@ class Stalled(RuntimeError):
 
 
 def training_processes(leader: int) -> list[tuple[int, str, str]]:
-    """(pid, state, command line) of each process in `leader`'s process group or session, leader first."""
-    found = []
+    """(pid, state, command line) of each process in `leader`'s process group or session, or under it (Ray starts
+    vLLM's engine outside training's process group: src/node/leftovers.py), leader first."""
+    table = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             stat = (entry / "stat").read_text()
             # fields after the command name in parentheses: state, ppid, pgrp, session, ...
-            state, _ppid, pgrp, session = stat.rsplit(")", 1)[1].split()[:4]
+            state, ppid, pgrp, session = stat.rsplit(")", 1)[1].split()[:4]
             # one line (a `python -c` script has newlines in its argument)
             cmd = " ".join((entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").split())
         except (OSError, ValueError):
             continue
-        if int(pgrp) == leader or int(session) == leader:
-            found.append((int(entry.name), state, cmd))
+        table[int(entry.name)] = (state, int(ppid), int(pgrp), int(session), cmd)
+
+    def under(pid: int) -> bool:
+        seen = set()
+        while pid in table and pid not in seen:
+            seen.add(pid)
+            if pid == leader:
+                return True
+            pid = table[pid][1]
+        return False
+
+    found = [(pid, state, cmd) for pid, (state, _, pgrp, session, cmd) in table.items()
+             if pgrp == leader or session == leader or under(pid)]
     return sorted(found, key=lambda p: (p[0] != leader, p[0]))
+
+
+def kill_left(dumps: dict[int, tuple[str, str, str]]) -> None:
+    """SIGKILL each dumped process still running as itself (its command line unchanged): what the group's stop
+    did not reach (outside the group; a stopped process takes SIGKILL only)."""
+    for pid, (_, cmd, _) in dumps.items():
+        try:
+            now = " ".join((Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ")
+                           .decode(errors="replace").split())
+            if now == cmd:
+                os.kill(pid, signal.SIGKILL)
+        except (OSError, ProcessLookupError):
+            continue
+
+
+def _is_python(pid: int) -> bool:
+    try:
+        return Path(os.readlink(f"/proc/{pid}/exe")).name.startswith("python")
+    except OSError:
+        return True  # not readable: let py-spy say why
 
 
 def _py_spy() -> Optional[str]:
@@ -164,7 +200,9 @@ def dump_stacks(leader: int, folder: Path) -> dict[int, tuple[str, str, str]]:
     listing = []
     for pid, state, cmd in training_processes(leader):
         listing.append(f"{pid}\t{state}\t{cmd}")
-        if spy is None:
+        if not _is_python(pid):
+            text = "not a Python process (Ray's gcs_server, raylet): no Python stacks"
+        elif spy is None:
             text = "py-spy is not installed in this env: no stacks"
         else:
             try:

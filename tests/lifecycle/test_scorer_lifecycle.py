@@ -85,7 +85,7 @@ def _text(path: Path) -> str:
 class Run:
     """One launch of a real run with the stand-in training and the tiny scorer on CPU."""
 
-    def __init__(self, tmp: Path, tiny: Path, *stand_in_args: str):
+    def __init__(self, tmp: Path, tiny: Path, *stand_in_args: str, launcher_args: tuple[str, ...] = ()):
         self.tmp, self.out = tmp, tmp / "out"
         self.token_file = tmp / "token.txt"
         (tmp / "models" / "Qwen2.5-3B").mkdir(parents=True)
@@ -103,7 +103,7 @@ class Run:
                      f"scorer.models.cometkiwi_da.path={tiny}/models/cometkiwi", "scorer.ready_timeout_s=120",
                      f"debug.train_command_override='{stand_in}'", f"paths.output_dir={self.out}/outputs",
                      f"paths.results_root={self.out}/results", f"paths.model_root={tmp}/models",
-                     f"paths.data_root={tmp}/data"]
+                     f"paths.data_root={tmp}/data", *launcher_args]
         # two (pretend) GPUs for preflight; the cpu scorer sees none. NETGUARD: no network, in the
         # scorer too (it inherits PYTHONPATH through the runner)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "QE_SCORER_"))}
@@ -161,8 +161,8 @@ class Run:
 def start_run(tmp_path, tiny_comet_dir):
     runs = []
 
-    def start(*stand_in_args: str) -> Run:
-        run = Run(tmp_path, tiny_comet_dir, *stand_in_args)
+    def start(*stand_in_args: str, launcher_args: tuple[str, ...] = ()) -> Run:
+        run = Run(tmp_path, tiny_comet_dir, *stand_in_args, launcher_args=launcher_args)
         runs.append(run)
         return run
     yield start
@@ -236,17 +236,30 @@ def test_killed_scorer_is_restarted_once_then_training_stops_with_the_message(st
     assert _gone(stand_in_pid, first["pid"], second["pid"])
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-def test_interrupting_the_launcher_leaves_no_process_behind(start_run, sig):
-    run = start_run("--hold")
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm twice", "sigterm: preempted"])
+def test_interrupting_the_launcher_leaves_no_process_behind(start_run, how):
+    """Ctrl-C, or a second SIGTERM, stops at once (exit 130). One SIGTERM to a launch outside Slurm is a
+    preemption (src/node/training.py PreemptionWatch): the trainer is asked to save its step, and one that does
+    not (this stand-in holds) is stopped at trainer.preempt_grace_s, the run ending in one line (exit 1)."""
+    run = start_run("--hold", launcher_args=("trainer.preempt_grace_s=3",))
     stand_in_pid, ready = run.wait_holding()
     assert _alive(ready["pid"])
-    if sig == signal.SIGINT:
-        os.killpg(run.proc.pid, sig)     # Ctrl-C: the terminal signals the launcher's process group
+    if how == "ctrl-c":
+        os.killpg(run.proc.pid, signal.SIGINT)     # the terminal signals the launcher's process group
     else:
-        os.kill(run.proc.pid, sig)       # Slurm's SIGTERM before a kill (preemption, scancel)
-    assert run.wait() == 130, run.output()
-    # the reason is named: Ctrl-C as an interrupt (it read "stopped ()" before), SIGTERM by its number
-    assert ("stopped (interrupt): " if sig == signal.SIGINT else f"stopped (signal {int(sig)}): ") in run.output()
+        os.kill(run.proc.pid, signal.SIGTERM)      # a preempting scheduler, or `kill <pid>`
+        if how == "sigterm twice":
+            time.sleep(1)
+            os.kill(run.proc.pid, signal.SIGTERM)
+    code = run.wait()
+    if how == "sigterm: preempted":
+        assert code == 1, run.output()
+        assert ("error: preempted: training was stopped at its deadline before the end of a step; the run resumes "
+                "from the last checkpoint in ") in run.output(), run.output()
+    else:
+        assert code == 130, run.output()
+        # the reason is named: Ctrl-C as an interrupt (it read "stopped ()" before), SIGTERM by its number
+        assert ("stopped (interrupt): " if how == "ctrl-c" else f"stopped (signal {int(signal.SIGTERM)}): ") \
+            in run.output(), run.output()
     assert _gone(stand_in_pid, ready["pid"]), (stand_in_pid, ready)
     assert not run.path("scorer/node-0.ready.json").exists()

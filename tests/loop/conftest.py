@@ -88,7 +88,11 @@ def cpu_loop(tmp_path, memory_gate, request):
         pytest.fail(f"{LOOP_PYTHON} is missing: `make setup` creates the CPU loop env on a CPU machine")
     # Ray's sockets live under its temp dir: a short path (AF_UNIX paths hold 107 bytes), one per launch
     ray_tmp = Path(tempfile.mkdtemp(prefix="qerl-ray-", dir="/tmp"))
-    before = leftovers.present()
+    # the launches' own temp dir (TMPDIR), where vLLM writes its process-group file store (vllm_dist_*): a store
+    # that another test's loop (a Slurm job's) writes into /tmp meanwhile is not this test's to answer for. Its
+    # file is never held open, so "held by a live process" cannot tell whose it is
+    launch_tmp = Path(tempfile.mkdtemp(prefix="qerl-tmp-", dir="/tmp"))
+    before = leftovers.present(tmp_dir=launch_tmp)
 
     def run(args: list[str], timeout_s: float, env: dict | None = None, out_name: str = "out",
             during=None) -> LoopRun:
@@ -99,7 +103,7 @@ def cpu_loop(tmp_path, memory_gate, request):
         out = tmp_path / out_name
         extra = env or {}
         env = {k: v for k, v in os.environ.items() if k not in LEAKY_ENV and not k.startswith(("SLURM_", "QE_SCORER_"))}
-        env.update(RAY_TMPDIR=str(ray_tmp), PYTHONUNBUFFERED="1", **extra)
+        env.update(RAY_TMPDIR=str(ray_tmp), TMPDIR=str(launch_tmp), PYTHONUNBUFFERED="1", **extra)
         argv = [sys.executable, "-m", "src.launch", "accelerator=cpu", f"paths.output_dir={out}", *args]
         t0 = time.monotonic()
         proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -139,8 +143,9 @@ def cpu_loop(tmp_path, memory_gate, request):
         time.sleep(1)
     seen = {pid: _command_line(pid) for pid in alive}
     _kill(alive)
-    new_files = sorted(leftovers.present() - before)
+    new_files = sorted(leftovers.present(tmp_dir=launch_tmp) - before)
     shutil.rmtree(ray_tmp, ignore_errors=True)
+    shutil.rmtree(launch_tmp, ignore_errors=True)
     assert not alive, f"{len(alive)} processes of the CPU loop outlived their launch: {seen}"
     # another test's live vLLM may have made some meanwhile: only files no process holds count
     left = sorted(set(new_files) - leftovers.in_use())

@@ -60,5 +60,6 @@ def test_a_stopped_vllm_engine_is_caught_as_a_stalled_rollout_with_every_stack_d
     assert all(states.get(pid) == "T" for pid in stopped), (stopped, listing)
     runners = [row.split("\t")[0] for row in listing if "TaskRunner" in row.split("\t")[2]]
     assert runners and "_step_once (" in (folder / f"{runners[0]}.txt").read_text()  # verl's step, read by py-spy
-    # every dump is py-spy's read, not its refusal: this machine lets the launcher read its children
+    # every Python process's dump is py-spy's read, not its refusal: this machine lets the launcher read them
     assert not [p for p in folder.glob("*.txt") if "py-spy could not read it" in p.read_text()]
+    assert any("not a Python process" in p.read_text() for p in folder.glob("*.txt"))  # Ray's gcs_server, raylet
