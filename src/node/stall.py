@@ -135,6 +135,12 @@ class Stalled(RuntimeError):
     """No training step ended within the stall bound; training was stopped. One line."""
 
 
+def _command_line(pid: int) -> str:
+    """A process's command line on one line (a `python -c` script has newlines in its argument). Raises OSError."""
+    return " ".join((Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ")
+                    .decode(errors="replace").split())
+
+
 def training_processes(leader: int) -> list[tuple[int, str, str]]:
     """(pid, state, command line) of each process in `leader`'s process group or session, or under it (Ray starts
     vLLM's engine outside training's process group: src/node/leftovers.py), leader first."""
@@ -146,8 +152,7 @@ def training_processes(leader: int) -> list[tuple[int, str, str]]:
             stat = (entry / "stat").read_text()
             # fields after the command name in parentheses: state, ppid, pgrp, session, ...
             state, ppid, pgrp, session = stat.rsplit(")", 1)[1].split()[:4]
-            # one line (a `python -c` script has newlines in its argument)
-            cmd = " ".join((entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").split())
+            cmd = _command_line(int(entry.name))
         except (OSError, ValueError):
             continue
         table[int(entry.name)] = (state, int(ppid), int(pgrp), int(session), cmd)
@@ -171,9 +176,7 @@ def kill_left(dumps: dict[int, tuple[str, str, str]]) -> None:
     did not reach (outside the group; a stopped process takes SIGKILL only)."""
     for pid, (_, cmd, _) in dumps.items():
         try:
-            now = " ".join((Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ")
-                           .decode(errors="replace").split())
-            if now == cmd:
+            if _command_line(pid) == cmd:
                 os.kill(pid, signal.SIGKILL)
         except (OSError, ProcessLookupError):
             continue

@@ -185,11 +185,9 @@ class SavesOnSignal:
     def _outcome(self, advice: str) -> Optional[str]:
         """After training: None if it ran all its steps anyway (said in the log), else the line saying what
         was saved (or that the run resumes from its last checkpoint, with `advice`)."""
-        result = time_limit.saved(self.checkpoint_dir)
-        last = result["step"] if result is not None and result.get("finished") else (
-            time_limit.finished(self.checkpoint_dir))
-        if last is not None:
+        if self._finished_step() is not None:
             return None
+        result = time_limit.saved(self.checkpoint_dir)
         if result is not None:
             how = "saved now" if result.get("saved_now") else "saved by the periodic save"
             return f"{self.word}: step {result['step']} {how} in {self.checkpoint_dir}"
@@ -197,11 +195,15 @@ class SavesOnSignal:
         return (f"{self.word}: training {why} before the end of a step; the run resumes from the last checkpoint "
                 f"in {self.checkpoint_dir} ({advice})")
 
+    def _finished_step(self) -> Optional[int]:
+        """The last step of a training that ran all its steps (the trainer's save on the signal says so, or its
+        mark after the last step), else None."""
+        result = time_limit.saved(self.checkpoint_dir)
+        return result["step"] if result is not None and result.get("finished") else (
+            time_limit.finished(self.checkpoint_dir))
+
     def _finished_line(self) -> str:
-        step = time_limit.finished(self.checkpoint_dir)
-        if step is None:
-            step = (time_limit.saved(self.checkpoint_dir) or {}).get("step")
-        return f"{self.word}: training finished at step {step} before it"
+        return f"{self.word}: training finished at step {self._finished_step()} before it"
 
 
 class TimeLimitWatch(TimeLimitSignalBlocked, SavesOnSignal):
