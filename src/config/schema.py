@@ -282,6 +282,10 @@ class SlurmSchema:
     timeout_min: int = MISSING
     signal_delay_s: int = MISSING
     max_num_timeout: int = MISSING
+    max_stall_requeues: int = setting(
+        doc="a job whose run stalled (src/node/stall.py) or lost a training process (src/node/deaths.py) is "
+            "requeued and resumes from its last checkpoint, at most this many times in all; 0: never",
+        interval="[0, inf)", example="1")
     array_parallelism: int = setting(
         doc="how many jobs of one job array (a sweep's jobs that ask for the same resources) run at once, "
             "sbatch --array=...%N", interval="[1, inf)", example="2")

@@ -23,10 +23,8 @@ from __future__ import annotations
 import datetime as dt
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Callable, Optional
@@ -34,7 +32,9 @@ from typing import Callable, Optional
 from src.plan.stall import StallPlan
 from src.trainer.progress import parse_step_end
 
+from .polling_watch import PollingWatch
 from .process_group import stop_group
+from .processes import kill_left, training_processes
 
 DUMP_TIMEOUT_S = 20
 STOP_GRACE_S = 30  # for the training command to end on SIGTERM before the group gets SIGKILL
@@ -59,31 +59,19 @@ PHASES = (
 )
 
 
-class StallWatch:
+class StallWatch(PollingWatch):
     """Watches the training output for step ends; past the bound, dumps the stacks, stops training
     (SIGTERM to its process group) and keeps the line `after_training` raises."""
 
+    thread_name = "stall-guard"
+
     def __init__(self, plan: StallPlan, run_dir: Path, log: Callable[[str], None] = print, poll_s: float = 5.0):
-        self.plan, self.run_dir, self.log, self.poll_s = plan, Path(run_dir), log, poll_s
-        self.line: Optional[str] = None
-        self.stopped_at_deadline = False  # the run's stop after a stall is not cut short (src/node/training.py)
-        self._lock = threading.Lock()
-        self._done = threading.Event()
-        self._proc: Optional[subprocess.Popen] = None
+        super().__init__(log, poll_s)
+        self.plan, self.run_dir = plan, Path(run_dir)
         self._last_end: Optional[float] = None
         self._since = time.monotonic()
         self._longest: Optional[float] = None
         self._last_step: Optional[int] = None
-
-    def __enter__(self):
-        self._thread = threading.Thread(target=self._watch, name="stall-guard", daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._done.set()
-        self._thread.join()
-        return False
 
     def attach(self, proc: subprocess.Popen) -> None:
         with self._lock:
@@ -99,9 +87,6 @@ class StallWatch:
                 self._longest = max(self._longest or 0.0, now - self._last_end)
             self._last_end = self._since = now
             self._last_step = ended[0]
-
-    def training_ended(self) -> None:
-        self._done.set()
 
     def after_training(self) -> None:
         if self.line is not None:
@@ -133,53 +118,6 @@ class StallWatch:
 
 class Stalled(RuntimeError):
     """No training step ended within the stall bound; training was stopped. One line."""
-
-
-def _command_line(pid: int) -> str:
-    """A process's command line on one line (a `python -c` script has newlines in its argument). Raises OSError."""
-    return " ".join((Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ")
-                    .decode(errors="replace").split())
-
-
-def training_processes(leader: int) -> list[tuple[int, str, str]]:
-    """(pid, state, command line) of each process in `leader`'s process group or session, or under it (Ray starts
-    vLLM's engine outside training's process group: src/node/leftovers.py), leader first."""
-    table = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            # fields after the command name in parentheses: state, ppid, pgrp, session, ...
-            state, ppid, pgrp, session = stat.rsplit(")", 1)[1].split()[:4]
-            cmd = _command_line(int(entry.name))
-        except (OSError, ValueError):
-            continue
-        table[int(entry.name)] = (state, int(ppid), int(pgrp), int(session), cmd)
-
-    def under(pid: int) -> bool:
-        seen = set()
-        while pid in table and pid not in seen:
-            seen.add(pid)
-            if pid == leader:
-                return True
-            pid = table[pid][1]
-        return False
-
-    found = [(pid, state, cmd) for pid, (state, _, pgrp, session, cmd) in table.items()
-             if pgrp == leader or session == leader or under(pid)]
-    return sorted(found, key=lambda p: (p[0] != leader, p[0]))
-
-
-def kill_left(dumps: dict[int, tuple[str, str, str]]) -> None:
-    """SIGKILL each dumped process still running as itself (its command line unchanged): what the group's stop
-    did not reach (outside the group; a stopped process takes SIGKILL only)."""
-    for pid, (_, cmd, _) in dumps.items():
-        try:
-            if _command_line(pid) == cmd:
-                os.kill(pid, signal.SIGKILL)
-        except (OSError, ProcessLookupError):
-            continue
 
 
 def _is_python(pid: int) -> bool:

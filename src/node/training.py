@@ -35,6 +35,7 @@ from src.trainer import checkpoints, time_limit
 
 from .console import Console
 from .leftovers import Leftovers
+from .deaths import DeathWatch, Died  # noqa: F401  (Died: what run raises)
 from .stall import Stalled, StallWatch  # noqa: F401  (Stalled: what run raises)
 from .process_group import stop_group
 from .startup import StartupClock
@@ -146,6 +147,11 @@ class SavesOnSignal:
         """Training exited on its own: a signal from now on has no step to save."""
         with self._lock:
             self._ended = True
+
+    @property
+    def acting(self) -> bool:
+        """A signal came: training saves and ends, or is stopped at the deadline."""
+        return self.received_at is not None
 
     def _first_signal(self) -> bool:
         """The first signal while training runs: the time it came (True); a later one, or one after the end: False."""
@@ -393,13 +399,14 @@ def run(command: list[str], env: dict, log_path: Path,
         services: Iterable[Callable[[dict], ContextManager[dict]]] = (), stop: TrainingStop | None = None,
         watch: TimeLimitWatch | None = None, clock: StartupClock | None = None,
         console: Console | None = None, preempt: PreemptionWatch | None = None,
-        stall: StallWatch | None = None) -> int:
+        stall: StallWatch | None = None, death: DeathWatch | None = None) -> int:
     """Start services, run `command` streaming to `log_path` (every line) and `console` (the terminal;
     None: every line too), stop everything. Raises
     ServiceFailure when a service called `stop` (training was terminated for it). With `watch`, a
     time-limit signal makes training save and end, then the job is requeued (may not return); with `preempt`,
     a SIGTERM does the same and `run` raises Preempted (else SIGTERM stops training at once); with `stall`, a run
-    whose steps stop ending is stopped with its stacks dumped and `run` raises Stalled (src/node/stall.py). `clock`
+    whose steps stop ending is stopped with its stacks dumped and `run` raises Stalled (src/node/stall.py); with
+    `death`, a training process that dies stops the run within seconds and `run` raises Died (src/node/deaths.py). `clock`
     marks the training command's start and the start-up phases its output shows (src/node/startup.py)."""
     stop = stop or TrainingStop()
     clock = clock or StartupClock()
@@ -417,12 +424,15 @@ def run(command: list[str], env: dict, log_path: Path,
             log.flush()
 
         # the stall guard first: a run it stopped is reported as stalled, whatever signal came meanwhile
-        watches = [w for w in (stall, watch, preempt) if w is not None]
+        watches = [w for w in (stall, death, watch, preempt) if w is not None]
         for w in watches:
             w.log = say
+        if death is not None:
+            # processes end by design once the launcher or another watch stops training
+            death.quiet = lambda: stop.reason is not None or any(w.acting for w in watches if w is not death)
         # the watch first: the services' processes (scorer, Ray head) inherit its signal block
         with (preempt or SigtermAsInterrupt()), (watch or contextlib.nullcontext()), \
-                (stall or contextlib.nullcontext()), contextlib.ExitStack() as stack:
+                (stall or contextlib.nullcontext()), (death or contextlib.nullcontext()), contextlib.ExitStack() as stack:
             for service in services:
                 env.update(stack.enter_context(service(env)))
             leftovers = Leftovers()
@@ -438,8 +448,9 @@ def run(command: list[str], env: dict, log_path: Path,
                 for line in output_lines(proc.stdout):
                     seen = len(clock.phases)
                     clock.observe(line)
-                    if stall is not None:
-                        stall.observe(line)
+                    for w in (stall, death):
+                        if w is not None:
+                            w.observe(line)
                     for phase in list(clock.phases)[seen:]:
                         console.phase(phase, clock.phases[phase])
                     line = scrub(line, env)
@@ -447,9 +458,11 @@ def run(command: list[str], env: dict, log_path: Path,
                     log.flush()
                     console.line(line)
                 code = proc.wait()
+            finally:
+                # training ended (or the launcher is stopping it: Ctrl-C): what happens to its processes from
+                # now on is by design
                 for w in watches:
                     w.training_ended()
-            finally:
                 # a run stopped at the time-limit (or preemption) deadline has little time left before the kill
                 _stop(proc, 5.0 if any(w.stopped_at_deadline for w in watches) else 30.0)
                 removed = leftovers.remove()

@@ -24,6 +24,7 @@ from src.plan.table import render as render_plan
 from src.plan.inputs import run_inputs
 from src.record import attempts, fingerprint, identity, snapshot, sweep_resume
 from src.record.sweep_summary import FAILED, PENDING, SUCCEEDED
+from src.slurm import requeue
 from src.slurm.task import slurm_task
 from src.verl_config import checks as verl_checks
 from src.verl_config import user_keys
@@ -235,12 +236,15 @@ def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dic
                if task is None and plan.preempt_grace_s else None)
     # a run whose steps stop ending is stopped, its stacks in the run dir (src/node/stall.py)
     stall = training.StallWatch(plan.stall, run_dir) if plan.stall is not None else None
+    # a training process that dies stops the run in seconds, named (src/node/deaths.py)
+    death = training.DeathWatch(plan.checkpoint_dir)
     try:
         code = training.run(command, env=env, log_path=log, services=services(clock), stop=stop, watch=watch,
                             clock=clock, console=console.for_run(run_dir.name, bool(composed.get("verbose"))),
-                            preempt=preempt, stall=stall)
-    except training.Stalled as exc:
-        raise RunError(str(exc), STALLED_EXIT) from None
+                            preempt=preempt, stall=stall, death=death)
+    except (training.Stalled, training.Died) as exc:
+        _requeue_after_fault(str(exc), STALLED_EXIT if isinstance(exc, training.Stalled) else 1, plan, task, environ,
+                             log)
     except (ray_cluster.RayBootstrapError, scorer_service.ScorerError, training.ServiceFailure) as exc:
         raise RunError(str(exc)) from None
     if smoke.requested(composed):  # experiment=smoke: check each stage, prove resume, print the verdict
@@ -329,6 +333,22 @@ def failed_command(code: int, log: Path) -> str:
             ended = f"{name}: {message}" if message else name
             return f"training command exited with code {code} ({ended[:300]}); log: {log}"
     return f"training command exited with code {code}; log: {log}" + (f" (last line: {lines[-1][:300]})" if lines else "")
+
+
+def _requeue_after_fault(line: str, code: int, plan: RunPlan, task, environ: dict, log: Path) -> None:
+    """A stalled run, or one whose training process died: in a Slurm job, requeued while slurm.max_stall_requeues
+    allows (src/slurm/requeue.py), then the job process exits without a result (submitit then writes none, as after
+    its own time-limit requeue: the requeued job runs the same submission again). Else, or past the bound, the run
+    fails with the fault's line. Never returns."""
+    if task is not None and task.rank == 0 and plan.time_limit is not None:
+        requeued, said = requeue.after_fault(line, plan.checkpoint_dir, plan.time_limit.max_stall_requeues, environ)
+        with open(log, "a", encoding="utf-8") as f:
+            f.write(f"{line}; {said}\n")
+        if requeued:
+            print(f"{line}; {said}", file=sys.stderr, flush=True)
+            raise SystemExit(code)
+        line = f"{line}; {said}"
+    raise RunError(line, code)
 
 
 def _record_attempt(run_dir: Path, task, command: list[str]) -> None:

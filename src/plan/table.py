@@ -74,8 +74,11 @@ def stall_rows(plan: RunPlan) -> list[tuple]:
     """When a run whose steps stopped ending is stopped (src/plan/stall.py; the guard: src/node/stall.py)."""
     if plan.stall is None:
         return []
+    requeues = plan.time_limit.max_stall_requeues if plan.time_limit is not None else 0
     return [("stall guard", plan.stall.describe(),
-             "trainer.stall_*: the run is stopped as stalled, every training process's stacks in the run dir")]
+             "trainer.stall_*: the run is stopped as stalled, every training process's stacks in the run dir; "
+             f"a Slurm job is then requeued (<= {requeues} times, a dead training process's included: "
+             "slurm.max_stall_requeues)")]
 
 
 def attention_rows(plan: RunPlan) -> list[tuple]:

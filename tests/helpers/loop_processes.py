@@ -46,3 +46,19 @@ def descendants_titled(ancestor: int, title: str) -> list[int]:
         if pid == ancestor:
             found.append(int(proc.name))
     return found
+
+
+def titled_with_env(title_has: str, env_text: str) -> list[tuple[int, str]]:
+    """(pid, title) of the processes whose title (first word of the command line) has `title_has` and whose
+    environment has `env_text` (a run dir: what the training command passes to every process it starts)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+            if title_has in cmd.split(" ")[0] and env_text.encode() in (proc / "environ").read_bytes():
+                found.append((int(proc.name), cmd))
+        except (OSError, IndexError):
+            continue
+    return sorted(found)

@@ -1,0 +1,168 @@
+"""The death watch: a training process that dies mid-run (killed: the OOM killer, a SIGKILL; crashed: a segfault in
+a CUDA kernel) stops the run within seconds, with one line naming what died, instead of leaving the rest waiting for
+it until the job's time limit.
+
+What verl does about a death by itself, measured on the CPU loop (tests/slurm/test_real_loop_faults.py): an FSDP worker
+(Ray actor `WorkerDict`) or verl's TaskRunner that dies fails the caller's `ray.get` with Ray's ActorDiedError, and
+the training command exits within seconds, naming neither which process nor why. vLLM's engine process
+(`VLLM::EngineCore`, a child of the `vLLMHttpServer` actor, not an actor itself) that dies leaves verl waiting in
+the weight sync to it (`WorkerDict.actor_rollout_ref_update_weights`) with no error, for ever.
+
+So the launcher watches, every POLL_S, the processes of the launch (src/node/processes.py) that training needs for
+its whole length: verl's Ray actors (a `ray::` title naming a class: `ray::WorkerDict`, `ray::TaskRunner.run`; not a
+pool worker `ray::IDLE`, Ray's own agents, or a function task `ray::get_master_addr_port`, which ends by design) and
+vLLM's processes (`VLLM::` titles); not a process forked from one of them, which carries its parent's title until it
+execs (a dataloader worker forked from the TaskRunner, which ends by design). One that is gone while training runs is a death. The training command gets
+GRACE_S to end by itself (verl's own error, the ActorDiedError above, then stays in the log); after that it is
+stopped. Either way the run ends with the line naming what died, its pid, the method a Ray actor was in, the step
+after which it died and the checkpoint a relaunch resumes from.
+
+Not a death: processes ending after training ran its last step, after the launcher began to stop training (a
+service's failure, Ctrl-C, the stall guard, a time limit's or preemption's save: `quiet`). Only this node's
+processes are seen: on a multi-node run, a death on another node ends the run through Ray (an actor's death) or
+the stall guard (a hang).
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+from typing import Callable, Optional
+
+from src.trainer.checkpoints import tracked_step
+from src.trainer.progress import parse_progress
+
+from .polling_watch import PollingWatch
+from .process_group import stop_group
+from .processes import parent, training_processes
+
+POLL_S = 2.0
+GRACE_S = 15.0   # for verl's own error (an actor's death reaches the trainer in ~7 s on the CPU loop) before the stop
+STOP_GRACE_S = 30.0
+# Ray's processes that are not verl's: pool workers waiting for a task, Ray's per-node agents
+NOT_TRAINING = ("IDLE", "DashboardAgent", "RuntimeEnvAgent")
+# what each of verl's and vLLM's processes is, in words (the class in the process title; any other is named by it)
+ROLES = {
+    "WorkerDict": "an FSDP worker",
+    "EngineCore": "the vLLM engine",
+    "vLLMHttpServer": "vLLM's server",
+    "AgentLoopWorker": "an agent-loop worker",
+    "AgentLoopWorkerTQ": "an agent-loop worker",
+    "RewardLoopWorker": "a reward worker",
+    "TransferQueueController": "the transfer queue",
+    "SimpleStorageUnit": "the transfer queue's storage",
+    "GlobalRequestLoadBalancer": "the rollout's load balancer",
+}
+_TITLE = re.compile(r"^(?:ray::(?P<actor>[A-Z]\w*)(?:\.(?P<method>\w+))?|VLLM::(?P<vllm>\w+))")
+
+
+def vital(title: str) -> Optional[tuple[str, Optional[str]]]:
+    """(class, method or None) of a process training needs for its whole length, from its title; None for any
+    other process."""
+    m = _TITLE.match(title)
+    if m is None:
+        return None
+    name = m.group("actor") or m.group("vllm")
+    return None if name in NOT_TRAINING else (name, m.group("method"))
+
+
+def role(name: str) -> str:
+    if name.endswith("TaskRunner"):
+        return "verl's TaskRunner"
+    return ROLES.get(name, name)
+
+
+class Died(RuntimeError):
+    """A training process died while training ran; training ended or was stopped. One line."""
+
+
+class DeathWatch(PollingWatch):
+    """Watches the launch's processes; past GRACE_S after a death, stops training (SIGTERM to its process group,
+    then SIGKILL) and keeps the line `after_training` raises. `quiet()` (set by src/node/training.py run) says
+    when processes end by design."""
+
+    thread_name = "death-watch"
+
+    def __init__(self, checkpoint_dir: str, log: Callable[[str], None] = print, poll_s: float = POLL_S,
+                 grace_s: float = GRACE_S, quiet: Callable[[], bool] = lambda: False):
+        super().__init__(log, poll_s)
+        self.checkpoint_dir, self.grace_s, self.quiet = checkpoint_dir, grace_s, quiet
+        self._seen: dict[int, str] = {}   # pid -> its last title, of each vital process seen alive
+        self._death: Optional[tuple[int, str, float, Optional[int]]] = None  # pid, last title, when, after step
+        self._last_step: Optional[int] = None
+        self._all_ran = False
+
+    def observe(self, line: str) -> None:
+        ended = parse_progress(line)
+        if ended is None:
+            return
+        with self._lock:
+            self._last_step = ended.step
+            # after the last step, verl shuts its processes down: their ends are not deaths
+            self._all_ran = ended.total is not None and ended.step >= ended.total
+
+    def after_training(self) -> None:
+        """Raise Died if a death stopped training, or if training failed after one (its line then names it)."""
+        with self._lock:
+            death, line, proc = self._death, self.line, self._proc
+        if line is not None:
+            raise Died(line)
+        code = proc.poll() if proc is not None else None
+        if death is not None and code not in (0, None):
+            raise Died(self._line(death, f"training then exited with code {code}"))
+
+    def _armed(self) -> bool:
+        return not (self._all_ran or self.quiet())
+
+    def _watch(self) -> None:
+        while not self._done.wait(self.poll_s):
+            with self._lock:
+                proc, death = self._proc, self._death
+            if proc is None or proc.poll() is not None:
+                continue
+            if death is None:
+                self._scan(proc.pid)
+            elif time.monotonic() - death[2] >= self.grace_s and self._armed():
+                self._stop(proc, death)
+                return
+
+    def _scan(self, leader: int) -> None:
+        alive = {pid: cmd for pid, state, cmd in training_processes(leader) if state not in ("Z", "X")}
+        for pid, cmd in alive.items():
+            if pid not in self._seen and vital(cmd) is not None and not self._forked(pid, cmd, alive):
+                self._seen[pid] = cmd
+            elif pid in self._seen:
+                self._seen[pid] = cmd
+        gone = [pid for pid, title in self._seen.items() if alive.get(pid, "").split(".")[0] != title.split(".")[0]]
+        if gone and self._armed():
+            with self._lock:
+                self._death = (gone[0], self._seen[gone[0]], time.monotonic(), self._last_step)
+            pid, title, _, _ = self._death
+            self.log(f"death watch: {title} (pid {pid}) is gone while training runs; training has "
+                     f"{self.grace_s:.0f} s to end before it is stopped")
+        for pid in gone:
+            del self._seen[pid]
+
+    @staticmethod
+    def _forked(pid: int, cmd: str, alive: dict[int, str]) -> bool:
+        """A child forked from a process of the same title (its own process title is inherited, not set)."""
+        up = parent(pid)
+        return up is not None and alive.get(up, "").split(".")[0] == cmd.split(".")[0]
+
+    def _stop(self, proc: subprocess.Popen, death) -> None:
+        line = self._line(death, f"training did not end within {self.grace_s:.0f} s of it and was stopped")
+        with self._lock:
+            self.line = line
+        self.log(line)
+        stop_group(proc, STOP_GRACE_S)
+
+    def _line(self, death, what_then: str) -> str:
+        pid, title, _, step = death
+        name, method = vital(title) or (title, None)
+        doing = f", in {method}" if method else ""
+        after = f"after step {step}" if step is not None else "before the first step ended"
+        saved = tracked_step(self.checkpoint_dir)
+        resume = (f"a relaunch resumes from step {saved} in {self.checkpoint_dir}" if saved is not None
+                  else "no checkpoint was saved yet: a relaunch starts over")
+        return (f"died: {role(name)} ({title.split()[0]}, pid {pid}{doing}) died {after} (killed or crashed: "
+                f"the OOM killer, a segfault); {what_then}; {resume}")

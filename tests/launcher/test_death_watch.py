@@ -1,0 +1,123 @@
+"""src/node/deaths.py: a training process that dies while training runs ends the run within seconds, in one line
+naming what died; ends by design (after the last step, once training is being stopped, Ray's pool workers and
+function tasks) are not deaths.
+
+Here the runner (src/node/training.py run) watches a small trainer whose helper processes carry the titles verl's
+and vLLM's processes have (`ray::WorkerDict`, `VLLM::EngineCore`, set with bash's `exec -a`); the trainer kills one
+with SIGKILL after step 2 and then hangs, as verl does when vLLM's engine dies (or exits 1, as it does when an
+actor dies). tests/slurm/test_real_loop_faults.py kills verl's own processes in real steps.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from src.node import deaths, training
+from src.trainer import checkpoints
+
+REPO = Path(__file__).resolve().parents[2]
+
+TRAINER = """
+import os, signal, subprocess, sys, time
+from src.trainer.progress import step_end_line
+titles = sys.argv[1].split(",")
+# "fork:<title>": a process with that title that forks a child (which carries the title) ending after 1.5 s
+FORKS = "import os, time\\nif os.fork() == 0:\\n    time.sleep(1.5)\\n    os._exit(0)\\ntime.sleep(300)"
+helpers = [subprocess.Popen(["bash", "-c", f"exec -a '{t[5:]}' {sys.executable} -c '{FORKS}'"] if t.startswith("fork:")
+                            else ["bash", "-c", f"exec -a '{t}' sleep 300"]) for t in titles]
+time.sleep(0.8)   # seen alive by the watch
+for step in (1, 2):
+    print(step_end_line(step, total=int(sys.argv[3])), flush=True)
+    time.sleep(0.3)
+if sys.argv[2] != "none":
+    os.kill(helpers[int(sys.argv[2])].pid, signal.SIGKILL)
+    helpers[int(sys.argv[2])].wait()
+    print("trainer: a helper was killed", flush=True)
+time.sleep(float(sys.argv[4]))
+print("trainer: woke up", flush=True)
+for h in helpers:   # they hold the output open
+    h.kill()
+sys.exit(int(sys.argv[5]))
+"""
+
+
+def _run(tmp_path, titles, kill, total=10, then_s=60.0, code=0):
+    """The trainer above under the death watch: (what run returned or raised, seconds, the watch, the helpers' pids
+    as the log does not say them)."""
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir(exist_ok=True)
+    watch = deaths.DeathWatch(str(ckpt), poll_s=0.2, grace_s=1.5)
+    command = [sys.executable, "-c", TRAINER, ",".join(titles), str(kill), str(total), str(then_s), str(code)]
+    t0 = time.monotonic()
+    try:
+        result = training.run(command, {**os.environ, "PYTHONPATH": str(REPO)}, tmp_path / "train.log", death=watch)
+    except deaths.Died as exc:
+        result = exc
+    return result, time.monotonic() - t0, watch
+
+
+def test_a_killed_engine_that_leaves_training_waiting_stops_the_run_in_seconds_named(tmp_path):
+    (tmp_path / "ckpt").mkdir()
+    checkpoints.write_tracker(tmp_path / "ckpt", 2)
+    died, took, _ = _run(tmp_path, ["ray::WorkerDict", "VLLM::EngineCore"], kill=1)
+    assert isinstance(died, deaths.Died), died
+    line = str(died)
+    assert "\n" not in line and line.startswith("died: the vLLM engine (VLLM::EngineCore, pid "), line
+    assert "died after step 2 (killed or crashed" in line and "did not end within 2 s of it and was stopped" in line
+    assert f"a relaunch resumes from step 2 in {tmp_path / 'ckpt'}" in line, line
+    log = (tmp_path / "train.log").read_text()
+    assert "trainer: a helper was killed" in log and "trainer: woke up" not in log and line in log
+    assert took < 20, took   # the grace and the stop, not the trainer's 60 s wait
+
+
+def test_training_that_fails_after_a_death_names_what_died(tmp_path):
+    died, took, _ = _run(tmp_path, ["ray::WorkerDict.actor_rollout_ref_update_actor"], kill=0, then_s=0.8, code=1)
+    assert isinstance(died, deaths.Died), died
+    line = str(died)
+    assert line.startswith("died: an FSDP worker (ray::WorkerDict.actor_rollout_ref_update_actor, pid "), line
+    assert ", in actor_rollout_ref_update_actor) died after step 2" in line, line
+    assert "training then exited with code 1; no checkpoint was saved yet: a relaunch starts over" in line, line
+    assert "woke up" in (tmp_path / "train.log").read_text()   # it ended by itself, within the grace
+
+
+@pytest.mark.parametrize("case", ["after the last step", "pool, task and forked workers"])
+def test_ends_by_design_are_not_deaths(tmp_path, case):
+    # a forked child of verl's TaskRunner carries its title (a dataloader worker) and ends by design
+    titles, total = (["ray::WorkerDict"], 2) if case == "after the last step" else (
+        ["ray::IDLE", "ray::get_master_addr_port", "ray::DashboardAgent", "fork:ray::TimeLimitTaskRunner.run"], 10)
+    code, _, watch = _run(tmp_path, titles, kill=0, total=total, then_s=3)
+    assert code == 0 and watch.line is None
+    assert "trainer: woke up" in (tmp_path / "train.log").read_text()
+
+
+def test_processes_the_launcher_stops_are_not_deaths(tmp_path):
+    """A service's failure stops training (TrainingStop: SIGTERM to its group): its processes end, and the run
+    ends with the service's line, not a death's."""
+    stop = training.TrainingStop()
+    watch = deaths.DeathWatch(str(tmp_path), poll_s=0.2, grace_s=0.5)
+
+    def fail_later():
+        time.sleep(2.0)
+        stop("the scorer died")
+    threading.Thread(target=fail_later, daemon=True).start()
+    command = [sys.executable, "-c", TRAINER, "ray::WorkerDict,VLLM::EngineCore", "none", "10", "60", "0"]
+    with pytest.raises(training.ServiceFailure, match="the scorer died"):
+        training.run(command, {**os.environ, "PYTHONPATH": str(REPO)}, tmp_path / "train.log", stop=stop,
+                     death=watch)
+    assert watch.line is None and "died:" not in (tmp_path / "train.log").read_text()
+
+
+def test_the_titles_watched():
+    assert deaths.vital("ray::WorkerDict.actor_rollout_ref_update_weights") == (
+        "WorkerDict", "actor_rollout_ref_update_weights")
+    assert deaths.vital("ray::TimeLimitTaskRunner.run") == ("TimeLimitTaskRunner", "run")
+    assert deaths.vital("VLLM::EngineCore") == ("EngineCore", None)
+    for title in ("ray::IDLE", "ray::DashboardAgent", "ray::get_master_addr_port", "/usr/bin/python -m src.trainer",
+                  "/x/ray/core/src/ray/raylet/raylet --raylet_socket_name=/tmp/x"):
+        assert deaths.vital(title) is None, title
+    assert deaths.role("TimeLimitTaskRunner").startswith("verl's TaskRunner")

@@ -1,0 +1,118 @@
+"""A dead training process in a Slurm job that trains for real (issue 48, items 1-2): one job of
+`--multirun hydra/launcher=slurm experiment=learn_tiny accelerator=cpu` on the dev cluster, verl's own trainer, its
+processes killed with SIGKILL mid-step.
+
+1. vLLM's engine (`VLLM::EngineCore`) killed in step 3. verl by itself would wait in the weight sync to it for ever
+   (src/node/deaths.py); the launcher's death watch stops training within seconds with one line naming the engine
+   and the checkpoint of step 2 (trainer.save_freq=2: step 4's save cannot come, the weight sync after step 3 waits
+   for the dead engine), and the job is requeued (slurm.max_stall_requeues=1, src/slurm/requeue.py).
+2. The requeued job resumes from step 2 (its first step is step 3). verl's TaskRunner killed after that step: verl's
+   driver fails with Ray's ActorDiedError, the line names the TaskRunner, and with its one requeue spent the job
+   fails: the sweep's summary gives the line.
+
+Each fault ends training within DEAD_BOUND_S of the kill (the watch's poll and grace, the group's stop; the times are
+printed). This runs in the Slurm group, beside the CPU loop's launches, which a local launch of the same faults
+would lengthen; the death watch is the same code in a local run.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from src.slurm.requeue import FAULTS_FILE
+from src.trainer import progress
+from src.trainer.checkpoints import tracked_step
+from tests.helpers.launches import checkpoint_dir, metrics_files
+from tests.helpers.loop_processes import titled_with_env
+from tests.helpers.slurm_sweeps import scontrol_field
+
+# from the kill to the fault's line in the log as the job ends: the watch's poll (2 s) and grace (15 s), the group's
+# stop (SIGTERM, Ray's and vLLM's exit), the services' stop, on 2 cores shared with the rest of the suite
+DEAD_BOUND_S = 60
+SWEEP_TIMEOUT_S = 1500
+
+
+def _steps_since_last_start(log: Path) -> list[int]:
+    """Steps ended by the job's current attempt, from its training log (each attempt appends to it)."""
+    lines = log.read_text(errors="replace").splitlines() if log.is_file() else []
+    starts = [i for i, line in enumerate(lines) if "requeueing the job" in line]
+    return [e[0] for line in lines[starts[-1] + 1 if starts else 0:] if (e := progress.parse_step_end(line))]
+
+
+def _kill(run_dir: Path, title_has: str) -> tuple[int, str, float]:
+    """SIGKILL the job's process whose title has `title_has` (its environment names the run dir: the CPU loop's
+    launches of other tests run beside it); (pid, title, when)."""
+    (found,) = titled_with_env(title_has, str(run_dir))[:1] or [None]
+    assert found, f"no process titled {title_has} of {run_dir}"
+    os.kill(found[0], signal.SIGKILL)
+    return found[0], found[1], time.monotonic()
+
+
+def _line_within(log: Path, start: str, has: str, since: float) -> tuple[str, float]:
+    """The first line of `log` starting with `start` that has `has` (the fault's line as the job ends: the watch
+    wrote it without the requeue's outcome before), and when it was seen (seconds after `since`)."""
+    deadline = since + SWEEP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        found = [line for line in log.read_text(errors="replace").splitlines() if line.startswith(start) and has in line]
+        if found:
+            return found[0], time.monotonic() - since
+        time.sleep(0.5)
+    raise AssertionError(f"no line {start!r} in {log}")
+
+
+def test_a_killed_engine_requeues_the_job_which_resumes_and_a_second_fault_fails_it(
+        sweep, taught_build, one_loop_of_memory):
+    proc = sweep.start(["experiment=learn_tiny", "accelerator=cpu", f"model.build_dir={taught_build}",
+                        "learn.enable=false", "trainer.total_training_steps=30", "trainer.val_before_train=false",
+                        "trainer.test_freq=-1", "trainer.save_freq=2", "slurm.max_stall_requeues=1"])
+
+    def run_dir() -> Path | None:
+        logs = list(sweep.dir.glob("*/train.log"))
+        return logs[0].parent if logs else None
+    sweep.wait_for("the job's second training step", lambda: run_dir() and len(_steps_since_last_start(
+        run_dir() / "train.log")) >= 2, timeout=900)
+    rd = run_dir()
+    log = rd / "train.log"
+    time.sleep(1.0)
+    pid, title, killed_at = _kill(rd, "VLLM::EngineCore")
+    line, took = _line_within(log, "died: the vLLM engine", "; requeueing the job ", killed_at)
+    print(f"dead vLLM engine in a Slurm job: its line {took:.0f} s after the kill")
+    ckpt = checkpoint_dir(rd)
+    assert line.startswith(f"died: the vLLM engine (VLLM::EngineCore, pid {pid}) died after step 2 (killed or "
+                           f"crashed"), line
+    assert f"a relaunch resumes from step 2 in {ckpt}; requeueing the job " in line, line
+    assert "(1 of 1 requeues after a fault, slurm.max_stall_requeues)" in line, line
+    assert took < DEAD_BOUND_S, took
+    assert tracked_step(ckpt) == 2 and sorted(p.name for p in ckpt.glob("global_step_*")) == ["global_step_2"]
+
+    (job_id,) = sweep.job_ids()
+
+    def restarted_and_stepped() -> bool:
+        # Slurm holds a requeued job back (credential lifetime): let it start now
+        if scontrol_field(job_id, "JobState") == "PENDING":
+            subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], capture_output=True, timeout=30)
+        return len(_steps_since_last_start(log)) >= 1
+    sweep.wait_for("the requeued job's first step", restarted_and_stepped, timeout=900)
+    assert _steps_since_last_start(log)[0] == 3  # resumed from step 2
+    time.sleep(1.0)
+    pid, title, killed_at = _kill(rd, "TaskRunner")
+    line, took = _line_within(log, "died: verl's TaskRunner", "slurm.max_stall_requeues=1", killed_at)
+    print(f"dead TaskRunner in a Slurm job: its line {took:.0f} s after the kill")
+    assert line.startswith(f"died: verl's TaskRunner ({title.split()[0]}, pid {pid}, in run) "
+                           f"died after step 3"), line
+    assert line.endswith("; requeued 1 time(s) after a fault already (slurm.max_stall_requeues=1)"), line
+    assert took < DEAD_BOUND_S, took
+
+    assert sweep.wait(proc, timeout=SWEEP_TIMEOUT_S) != 0
+    (row,) = sweep.summary()
+    assert row["state"] == "failed" and row["starts"] == 2 and "died: verl's TaskRunner" in row["error"], row
+    attempts = [json.loads(a) for a in (rd / "attempts.jsonl").read_text().splitlines()]
+    assert [a["slurm_restart"] for a in attempts] == [0, 1]
+    assert len(json.loads((ckpt / FAULTS_FILE).read_text())["faults"]) == 1
+    assert tracked_step(ckpt) == 2
+    first, second = metrics_files(rd)
+    assert [json.loads(r)["step"] for r in second.read_text().splitlines() if r.strip()] == [3]
