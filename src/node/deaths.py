@@ -14,7 +14,7 @@ pool worker `ray::IDLE`, Ray's own agents, or a function task `ray::get_master_a
 vLLM's processes (`VLLM::` titles); not a process forked from one of them, which carries its parent's title until it
 execs (a dataloader worker forked from the TaskRunner, which ends by design). One that is gone while training runs is a death. The training command gets
 GRACE_S to end by itself (verl's own error, the ActorDiedError above, then stays in the log); after that it is
-stopped. Either way the run ends with the line naming what died, its pid, the method a Ray actor was in, the step
+stopped. Either way the run ends with the line naming what died, its pid, the method a Ray actor was last seen in, the step
 after which it died and the checkpoint a relaunch resumes from.
 
 Not a death: processes ending after training ran its last step, after the launcher began to stop training (a
@@ -159,7 +159,8 @@ class DeathWatch(PollingWatch):
     def _line(self, death, what_then: str) -> str:
         pid, title, _, step = death
         name, method = vital(title) or (title, None)
-        doing = f", in {method}" if method else ""
+        # the method of its last title the watch saw (every POLL_S): what it was doing then, maybe not when it died
+        doing = f", last seen in {method}" if method else ""
         after = f"after step {step}" if step is not None else "before the first step ended"
         saved = tracked_step(self.checkpoint_dir)
         resume = (f"a relaunch resumes from step {saved} in {self.checkpoint_dir}" if saved is not None

@@ -80,7 +80,7 @@ def test_training_that_fails_after_a_death_names_what_died(tmp_path):
     assert isinstance(died, deaths.Died), died
     line = str(died)
     assert line.startswith("died: an FSDP worker (ray::WorkerDict.actor_rollout_ref_update_actor, pid "), line
-    assert ", in actor_rollout_ref_update_actor) died after step 2" in line, line
+    assert ", last seen in actor_rollout_ref_update_actor) died after step 2" in line, line
     assert "training then exited with code 1; no checkpoint was saved yet: a relaunch starts over" in line, line
     assert "woke up" in (tmp_path / "train.log").read_text()   # it ended by itself, within the grace
 

@@ -1,18 +1,23 @@
-"""A dead training process in a Slurm job that trains for real (issue 48, items 1-2): one job of
+"""Dead training processes in a Slurm job that trains for real (issue 48, items 2, 3 and 5): one job of
 `--multirun hydra/launcher=slurm experiment=learn_tiny accelerator=cpu` on the dev cluster, verl's own trainer, its
-processes killed with SIGKILL mid-step.
+processes killed with SIGKILL mid-step, a save every two steps (trainer.save_freq=2) and one requeue after a fault
+allowed (slurm.max_stall_requeues=1).
 
 1. vLLM's engine (`VLLM::EngineCore`) killed in step 3. verl by itself would wait in the weight sync to it for ever
    (src/node/deaths.py); the launcher's death watch stops training within seconds with one line naming the engine
-   and the checkpoint of step 2 (trainer.save_freq=2: step 4's save cannot come, the weight sync after step 3 waits
-   for the dead engine), and the job is requeued (slurm.max_stall_requeues=1, src/slurm/requeue.py).
-2. The requeued job resumes from step 2 (its first step is step 3). verl's TaskRunner killed after that step: verl's
-   driver fails with Ray's ActorDiedError, the line names the TaskRunner, and with its one requeue spent the job
-   fails: the sweep's summary gives the line.
+   and the checkpoint of step 2 (step 4's save cannot come: the weight sync after step 3 waits for the dead
+   engine), and the job is requeued (src/slurm/requeue.py).
+2. The requeued job resumes from step 2 (its first step is step 3). Its FSDP worker (`ray::WorkerDict`) killed as
+   step 4's checkpoint is being written: verl's save fails with Ray's ActorDiedError, the partial `global_step_4/`
+   is removed and the tracker still names step 2 (src/trainer/checkpoints.py); the line names the FSDP worker, and
+   with its one requeue spent the job fails: the sweep's summary gives the line.
 
-Each fault ends training within DEAD_BOUND_S of the kill (the watch's poll and grace, the group's stop; the times are
-printed). This runs in the Slurm group, beside the CPU loop's launches, which a local launch of the same faults
-would lengthen; the death watch is the same code in a local run.
+Each death's line comes within DEAD_BOUND_S of the kill (the watch's poll and grace, the group's stop; the times are
+printed). verl's TaskRunner killed mid-step ends the run by itself (Ray's ActorDiedError; its line 4 s after the kill
+in a run of this job by hand), named by the same watch (tests/launcher/test_death_watch.py). A stopped FSDP worker is
+caught as any stall (tests/loop/test_stall_on_cpu.py stops vLLM's engine); each more start here costs CI two
+minutes. This runs in the Slurm group, beside the CPU loop's launches,
+which a local launch of the same faults would lengthen; the death watch is the same code in a local run.
 """
 from __future__ import annotations
 
@@ -34,6 +39,7 @@ from tests.helpers.slurm_sweeps import scontrol_field
 # stop (SIGTERM, Ray's and vLLM's exit), the services' stop, on 2 cores shared with the rest of the suite
 DEAD_BOUND_S = 60
 SWEEP_TIMEOUT_S = 1500
+STEPS = 30
 
 
 def _steps_since_last_start(log: Path) -> list[int]:
@@ -64,10 +70,24 @@ def _line_within(log: Path, start: str, has: str, since: float) -> tuple[str, fl
     raise AssertionError(f"no line {start!r} in {log}")
 
 
-def test_a_killed_engine_requeues_the_job_which_resumes_and_a_second_fault_fails_it(
+def _kill_while_saving(run_dir: Path, ckpt: Path, step: int) -> tuple[int, float]:
+    """SIGKILL the job's FSDP worker the moment `global_step_<step>/` appears (the save takes a fraction of a second
+    on the tiny model: polled every few milliseconds); (pid, when)."""
+    (worker,) = [pid for pid, _ in titled_with_env("ray::WorkerDict", str(run_dir))][:1] or [None]
+    assert worker, f"no FSDP worker of {run_dir}"
+    folder = ckpt / f"global_step_{step}"
+    deadline = time.monotonic() + 600
+    while not folder.exists():
+        assert time.monotonic() < deadline, f"{folder} never appeared"
+        time.sleep(0.002)
+    os.kill(worker, signal.SIGKILL)
+    return worker, time.monotonic()
+
+
+def test_a_killed_engine_requeues_the_job_and_a_worker_killed_while_saving_then_fails_it(
         sweep, taught_build, one_loop_of_memory):
     proc = sweep.start(["experiment=learn_tiny", "accelerator=cpu", f"model.build_dir={taught_build}",
-                        "learn.enable=false", "trainer.total_training_steps=30", "trainer.val_before_train=false",
+                        "learn.enable=false", f"trainer.total_training_steps={STEPS}", "trainer.val_before_train=false",
                         "trainer.test_freq=-1", "trainer.save_freq=2", "slurm.max_stall_requeues=1"])
 
     def run_dir() -> Path | None:
@@ -77,11 +97,11 @@ def test_a_killed_engine_requeues_the_job_which_resumes_and_a_second_fault_fails
         run_dir() / "train.log")) >= 2, timeout=900)
     rd = run_dir()
     log = rd / "train.log"
+    ckpt = checkpoint_dir(rd)
     time.sleep(1.0)
     pid, title, killed_at = _kill(rd, "VLLM::EngineCore")
     line, took = _line_within(log, "died: the vLLM engine", "; requeueing the job ", killed_at)
     print(f"dead vLLM engine in a Slurm job: its line {took:.0f} s after the kill")
-    ckpt = checkpoint_dir(rd)
     assert line.startswith(f"died: the vLLM engine (VLLM::EngineCore, pid {pid}) died after step 2 (killed or "
                            f"crashed"), line
     assert f"a relaunch resumes from step 2 in {ckpt}; requeueing the job " in line, line
@@ -91,28 +111,36 @@ def test_a_killed_engine_requeues_the_job_which_resumes_and_a_second_fault_fails
 
     (job_id,) = sweep.job_ids()
 
-    def restarted_and_stepped() -> bool:
+    def let_it_start() -> None:
         # Slurm holds a requeued job back (credential lifetime): let it start now
         if scontrol_field(job_id, "JobState") == "PENDING":
             subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], capture_output=True, timeout=30)
+
+    def restarted_and_stepped() -> bool:
+        let_it_start()
         return len(_steps_since_last_start(log)) >= 1
     sweep.wait_for("the requeued job's first step", restarted_and_stepped, timeout=900)
     assert _steps_since_last_start(log)[0] == 3  # resumed from step 2
-    time.sleep(1.0)
-    pid, title, killed_at = _kill(rd, "TaskRunner")
-    line, took = _line_within(log, "died: verl's TaskRunner", "slurm.max_stall_requeues=1", killed_at)
-    print(f"dead TaskRunner in a Slurm job: its line {took:.0f} s after the kill")
-    assert line.startswith(f"died: verl's TaskRunner ({title.split()[0]}, pid {pid}, in run) "
-                           f"died after step 3"), line
-    assert line.endswith("; requeued 1 time(s) after a fault already (slurm.max_stall_requeues=1)"), line
+    pid, killed_at = _kill_while_saving(rd, ckpt, 4)
+    line, took = _line_within(log, "died: an FSDP worker", "slurm.max_stall_requeues=1", killed_at)
+    print(f"FSDP worker killed while saving, in a Slurm job: its line {took:.0f} s after the kill")
+    assert line.startswith(f"died: an FSDP worker (ray::WorkerDict"), line
+    assert f", pid {pid}" in line and "died after step 3" in line, line
+    assert line.endswith(f"a relaunch resumes from step 2 in {ckpt}; requeued 1 time(s) after a fault already "
+                         f"(slurm.max_stall_requeues=1)"), line
     assert took < DEAD_BOUND_S, took
+    # the save the kill cut short: removed whole, the tracker still at step 2
+    text = log.read_text(errors="replace")
+    assert f"checkpoint: saving step 4 failed (" in text and f"removed the partial {ckpt / 'global_step_4'}; the " \
+        f"last whole checkpoint is step 2 in {ckpt}" in text, text[-4000:]
+    assert tracked_step(ckpt) == 2 and not (ckpt / "global_step_4").exists()
 
     assert sweep.wait(proc, timeout=SWEEP_TIMEOUT_S) != 0
     (row,) = sweep.summary()
-    assert row["state"] == "failed" and row["starts"] == 2 and "died: verl's TaskRunner" in row["error"], row
+    assert row["state"] == "failed" and row["starts"] == 2 and "died: an FSDP worker" in row["error"], row
     attempts = [json.loads(a) for a in (rd / "attempts.jsonl").read_text().splitlines()]
     assert [a["slurm_restart"] for a in attempts] == [0, 1]
     assert len(json.loads((ckpt / FAULTS_FILE).read_text())["faults"]) == 1
-    assert tracked_step(ckpt) == 2
-    first, second = metrics_files(rd)
-    assert [json.loads(r)["step"] for r in second.read_text().splitlines() if r.strip()] == [3]
+    # each start trained from the last whole checkpoint
+    steps = [[json.loads(r)["step"] for r in f.read_text().splitlines() if r.strip()] for f in metrics_files(rd)]
+    assert steps[1:] == [[3]], steps
