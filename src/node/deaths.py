@@ -53,6 +53,11 @@ ROLES = {
     "SimpleStorageUnit": "the transfer queue's storage",
     "GlobalRequestLoadBalancer": "the rollout's load balancer",
 }
+# Ray's report of a dead actor, in the traceback verl's driver prints (ray/exceptions.py ActorDiedError): a
+# `class_name: ...` line, then `actor_id: ...`, then `pid: N`. When processes end together (the driver's teardown after
+# the error), the pid Ray names is the one that died first, which a scan every POLL_S cannot tell.
+_RAY_CLASS = re.compile(r"^\s*class_name: ")
+_RAY_PID = re.compile(r"^\s*pid: (\d+)\s*$")
 _TITLE = re.compile(r"^(?:ray::(?P<actor>[A-Z]\w*)(?:\.(?P<method>\w+))?|VLLM::(?P<vllm>\w+))")
 
 
@@ -88,11 +93,22 @@ class DeathWatch(PollingWatch):
         super().__init__(log, poll_s)
         self.checkpoint_dir, self.grace_s, self.quiet = checkpoint_dir, grace_s, quiet
         self._seen: dict[int, str] = {}   # pid -> its last title, of each vital process seen alive
+        self._titles: dict[int, str] = {}  # the same, never forgotten: the title of a pid Ray reports dead
+        self._reported: Optional[int] = None  # the pid of the actor Ray reported dead in the training output
+        self._class_lines_left = 0
         self._death: Optional[tuple[int, str, float, Optional[int]]] = None  # pid, last title, when, after step
         self._last_step: Optional[int] = None
         self._all_ran = False
 
     def observe(self, line: str) -> None:
+        if _RAY_CLASS.match(line):
+            self._class_lines_left = 3
+        elif self._class_lines_left:
+            self._class_lines_left -= 1
+            m = _RAY_PID.match(line)
+            if m and self._reported is None:
+                with self._lock:
+                    self._reported = int(m.group(1))
         ended = parse_progress(line)
         if ended is None:
             return
@@ -104,9 +120,13 @@ class DeathWatch(PollingWatch):
     def after_training(self) -> None:
         """Raise Died if a death stopped training, or if training failed after one (its line then names it)."""
         with self._lock:
-            death, line, proc = self._death, self.line, self._proc
+            death, line, proc, reported = self._death, self.line, self._proc, self._reported
         if line is not None:
             raise Died(line)
+        if reported is not None and reported in self._titles and (death is None or reported != death[0]):
+            # Ray's word on which actor died wins over the scan's guess (or a death no scan saw before training ended)
+            death = (reported, self._titles[reported], death[2] if death else time.monotonic(),
+                     death[3] if death else self._last_step)
         code = proc.poll() if proc is not None else None
         if death is not None and code not in (0, None):
             raise Died(self._line(death, f"training then exited with code {code}"))
@@ -133,10 +153,12 @@ class DeathWatch(PollingWatch):
                 self._seen[pid] = cmd
             elif pid in self._seen:
                 self._seen[pid] = cmd
+        self._titles.update(self._seen)
         gone = [pid for pid, title in self._seen.items() if alive.get(pid, "").split(".")[0] != title.split(".")[0]]
         if gone and self._armed():
             with self._lock:
-                self._death = (gone[0], self._seen[gone[0]], time.monotonic(), self._last_step)
+                first = self._reported if self._reported in gone else gone[0]
+                self._death = (first, self._seen[first], time.monotonic(), self._last_step)
             pid, title, _, _ = self._death
             self.log(f"death watch: {title} (pid {pid}) is gone while training runs; training has "
                      f"{self.grace_s:.0f} s to end before it is stopped")

@@ -85,6 +85,34 @@ def test_training_that_fails_after_a_death_names_what_died(tmp_path):
     assert "woke up" in (tmp_path / "train.log").read_text()   # it ended by itself, within the grace
 
 
+RAY_REPORT = """
+import os, signal, subprocess, sys, time
+from src.trainer.progress import step_end_line
+helpers = [subprocess.Popen(["bash", "-c", f"exec -a '{t}' sleep 300"])
+           for t in ("ray::TransferQueueController", "ray::WorkerDict")]
+time.sleep(0.8)
+print(step_end_line(1, total=10), flush=True)
+for h in helpers:  # both gone before the next scan: the worker killed, the queue in the teardown after it
+    os.kill(h.pid, signal.SIGKILL)
+    h.wait()
+print("ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.", flush=True)
+print(f"\\tclass_name: create_colocated_worker_cls.<locals>.WorkerDict\\n\\tactor_id: 65\\n\\tpid: {helpers[1].pid}",
+      flush=True)
+time.sleep(0.6)
+sys.exit(1)
+"""
+
+
+def test_when_processes_end_together_the_one_ray_reports_dead_is_named(tmp_path):
+    watch = deaths.DeathWatch(str(tmp_path), poll_s=0.5, grace_s=5)
+    with pytest.raises(deaths.Died) as err:
+        training.run([sys.executable, "-c", RAY_REPORT], {**os.environ, "PYTHONPATH": str(REPO)},
+                     tmp_path / "train.log", death=watch)
+    line = str(err.value)
+    assert line.startswith("died: an FSDP worker (ray::WorkerDict, pid "), line
+    assert "died after step 1" in line and "training then exited with code 1" in line, line
+
+
 @pytest.mark.parametrize("case", ["after the last step", "pool, task and forked workers"])
 def test_ends_by_design_are_not_deaths(tmp_path, case):
     # a forked child of verl's TaskRunner carries its title (a dataloader worker) and ends by design
