@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from src.node.processes import parent
+
 
 def launcher_pid(out: Path) -> int:
     """The launcher of the launch writing into `out` (its own `paths.output_dir=` argument; verl's processes
@@ -18,13 +20,6 @@ def launcher_pid(out: Path) -> int:
         if mine in argv and b"src.launch" in argv:
             return int(proc.name)
     raise AssertionError(f"no launcher with {mine.decode()} runs")
-
-
-def _parent(pid: int) -> int | None:
-    try:
-        return int((Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def descendants_titled(ancestor: int, title: str) -> list[int]:
@@ -42,7 +37,7 @@ def descendants_titled(ancestor: int, title: str) -> list[int]:
             continue
         pid = int(proc.name)
         while pid not in (None, 0, 1, ancestor):
-            pid = _parent(pid)
+            pid = parent(pid)
         if pid == ancestor:
             found.append(int(proc.name))
     return found
