@@ -53,7 +53,7 @@ ROLES = {
     "SimpleStorageUnit": "the transfer queue's storage",
     "GlobalRequestLoadBalancer": "the rollout's load balancer",
 }
-# Ray's report of a dead actor, in the traceback verl's driver prints (ray/exceptions.py ActorDiedError): a
+# Ray's report of a dead actor, in the traceback verl's driver prints (ray 2.x, ray/exceptions.py ActorDiedError.__init__, read in the loop env): a
 # `class_name: ...` line, then `actor_id: ...`, then `pid: N`. When processes end together (the driver's teardown after
 # the error), the pid Ray names is the one that died first, which a scan every POLL_S cannot tell.
 _RAY_CLASS = re.compile(r"^\s*class_name: ")
