@@ -12,10 +12,10 @@ So the launcher watches, every POLL_S, the processes of the launch (src/node/pro
 its whole length: verl's Ray actors (a `ray::` title naming a class: `ray::WorkerDict`, `ray::TaskRunner.run`; not a
 pool worker `ray::IDLE`, Ray's own agents, or a function task `ray::get_master_addr_port`, which ends by design) and
 vLLM's processes (`VLLM::` titles); not a process forked from one of them, which carries its parent's title until it
-execs (a dataloader worker forked from the TaskRunner, which ends by design). One that is gone while training runs is a death. The training command gets
-GRACE_S to end by itself (verl's own error, the ActorDiedError above, then stays in the log); after that it is
-stopped. Either way the run ends with the line naming what died, its pid, the method a Ray actor was last seen in, the step
-after which it died and the checkpoint a relaunch resumes from.
+execs (a dataloader worker forked from the TaskRunner, which ends by design). One that is gone while training runs is
+a death. The training command gets GRACE_S to end by itself (verl's own error, the ActorDiedError above, then stays in
+the log); after that it is stopped. Either way the run ends with the line naming what died, its pid, the method a Ray
+actor was last seen in, the step after which it died and the checkpoint a relaunch resumes from.
 
 Not a death: processes ending after training ran its last step, after the launcher began to stop training (a
 service's failure, Ctrl-C, the stall guard, a time limit's or preemption's save: `quiet`). Only this node's
@@ -53,7 +53,7 @@ ROLES = {
     "SimpleStorageUnit": "the transfer queue's storage",
     "GlobalRequestLoadBalancer": "the rollout's load balancer",
 }
-# Ray's report of a dead actor, in the traceback verl's driver prints (ray 2.x, ray/exceptions.py ActorDiedError.__init__, read in the loop env): a
+# Ray's report of a dead actor, in the traceback verl's driver prints (ray/exceptions.py ActorDiedError.__init__): a
 # `class_name: ...` line, then `actor_id: ...`, then `pid: N`. When processes end together (the driver's teardown after
 # the error), the pid Ray names is the one that died first, which a scan every POLL_S cannot tell.
 _RAY_CLASS = re.compile(r"^\s*class_name: ")

@@ -65,7 +65,8 @@ def _line_within(log: Path, start: str, has: str, since: float) -> tuple[str, fl
     wrote it without the requeue's outcome before), and when it was seen (seconds after `since`)."""
     deadline = since + LINE_TIMEOUT_S
     while time.monotonic() < deadline:
-        found = [line for line in log.read_text(errors="replace").splitlines() if line.startswith(start) and has in line]
+        found = [line for line in log.read_text(errors="replace").splitlines()
+                 if line.startswith(start) and has in line]
         if found:
             return found[0], time.monotonic() - since
         time.sleep(0.5)
