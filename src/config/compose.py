@@ -6,6 +6,7 @@ this process runs, the schema (src/config/schema.py), the resolvers, resolved to
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import re
@@ -31,13 +32,35 @@ def compose(overrides: list[str], with_hydra: bool = False) -> DictConfig:
     from hydra.core.global_hydra import GlobalHydra
 
     register()
-    # inside a running Hydra app the compose API refuses (compose_config_in_app is for that): so it does here
-    # too, whatever this process composed before
-    if not with_hydra and not GlobalHydra.instance().is_initialized():
-        cfg = hydra_internal.compose_on_choices(str(CONF_DIR), overrides, _composed_choices)
-        if cfg is not None:
-            return cfg
-    return _compose_with_hydra(overrides, with_hydra)
+    with _interrupt_kept():
+        # inside a running Hydra app the compose API refuses (compose_config_in_app is for that): so it does
+        # here too, whatever this process composed before
+        if not with_hydra and not GlobalHydra.instance().is_initialized():
+            cfg = hydra_internal.compose_on_choices(str(CONF_DIR), overrides, _composed_choices)
+            if cfg is not None:
+                return cfg
+        return _compose_with_hydra(overrides, with_hydra)
+
+
+@contextlib.contextmanager
+def _interrupt_kept():
+    """A Ctrl-C that lands inside OmegaConf comes out as the interrupt, not as a config error. Why:
+    OmegaConf restores a node's flags in a `finally` (omegaconf.py flag_override); the KeyboardInterrupt
+    raised there leaves the node half-set, the restore fails on it (an UnboundLocalError, an AttributeError)
+    and OmegaConf and Hydra wrap that (config_loader_impl.py load_configuration: ConfigCompositionException):
+    a command would answer an interrupt with `error: config: ConfigCompositionException` and exit 2. The
+    interrupt is still in the chain (__context__), and is raised again as itself."""
+    try:
+        yield
+    except Exception as exc:
+        seen: set[int] = set()
+        cause: BaseException | None = exc
+        while cause is not None and id(cause) not in seen:
+            if isinstance(cause, KeyboardInterrupt):
+                raise cause from None
+            seen.add(id(cause))
+            cause = cause.__cause__ or cause.__context__
+        raise
 
 
 def _compose_with_hydra(overrides: list[str], with_hydra: bool) -> DictConfig:
@@ -65,14 +88,16 @@ def to_plain(cfg: DictConfig) -> dict:
 
 def compose_config(overrides: list[str]) -> dict:
     """Our config composed with overrides, resolved to a plain dict."""
-    return to_plain(compose(overrides))
+    with _interrupt_kept():  # resolving sets OmegaConf's flags too
+        return to_plain(compose(overrides))
 
 
 def compose_config_in_app(overrides: list[str]) -> dict:
     """`compose_config`, also inside a running Hydra app (a job composing a second config: Hydra's
     compose API refuses while the app's GlobalHydra is initialized). Same result."""
     register()
-    return to_plain(hydra_internal.compose_dir(str(CONF_DIR), "config", overrides))
+    with _interrupt_kept():
+        return to_plain(hydra_internal.compose_dir(str(CONF_DIR), "config", overrides))
 
 
 def is_hydra_override(line: str) -> bool:
