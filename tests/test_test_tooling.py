@@ -100,10 +100,12 @@ def test_the_memory_gate_lets_in_what_fits_and_queues_the_rest_first_come_first_
     from tests.helpers.memory_gate import MemoryGate
 
     gate = MemoryGate(tmp_path / "gate.json", budget=10)
-    order, release_a = [], threading.Event()
+    order, release_a, release_b = [], threading.Event(), threading.Event()
+    holding_at_entry = {}  # read from the ledger by each holder once it is in: who else held then
 
     def holder(name, gb, until=None):
         with gate.hold(gb, name):
+            holding_at_entry[name] = [e["what"] for e in gate.holders() if e["holding"]]
             order.append(f"{name} in")
             if until is not None:
                 until.wait(timeout=30)
@@ -114,7 +116,7 @@ def test_the_memory_gate_lets_in_what_fits_and_queues_the_rest_first_come_first_
     while "a in" not in order:
         time.sleep(0.05)
     # b does not fit beside a; c would, but comes after b and waits its turn
-    b = threading.Thread(target=holder, args=("b", 6))
+    b = threading.Thread(target=holder, args=("b", 6, release_b))
     b.start()
     while len(gate.holders()) < 2:
         time.sleep(0.05)
@@ -123,9 +125,17 @@ def test_the_memory_gate_lets_in_what_fits_and_queues_the_rest_first_come_first_
     time.sleep(3 * 2.0)
     assert order == ["a in"] and [e["what"] for e in gate.holders()] == ["a", "b", "c"]
     release_a.set()
+    # b holds until c is in (c fits beside b): c got in after b did, whichever thread wrote its line first
+    deadline = time.monotonic() + 60
+    while "c out" not in order and time.monotonic() < deadline:
+        time.sleep(0.05)
+    release_b.set()
     for t in (a, b, c):
         t.join(timeout=60)
-    assert order[:3] == ["a in", "a out", "b in"] and set(order) == {"a in", "a out", "b in", "b out", "c in", "c out"}
+    # b only once a was out; c only while b held (c's own reading; b's may already show c beside it)
+    assert holding_at_entry["a"] == ["a"] and "a" not in holding_at_entry["b"], holding_at_entry
+    assert holding_at_entry["c"] == ["b", "c"], holding_at_entry
+    assert set(order) == {"a in", "a out", "b in", "b out", "c in", "c out"}
     assert gate.holders() == []
 
 

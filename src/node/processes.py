@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from pathlib import Path
-from typing import Optional
+from typing import Iterable, Optional
 
 
 def command_line(pid: int) -> str:
@@ -18,10 +19,8 @@ def command_line(pid: int) -> str:
 
 def parent(pid: int) -> Optional[int]:
     """A process's parent pid; None when it is gone."""
-    try:
-        return int((Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
+    fields = _stat(pid)
+    return int(fields[1]) if fields else None
 
 
 def training_processes(leader: int) -> list[tuple[int, str, str]]:
@@ -31,12 +30,13 @@ def training_processes(leader: int) -> list[tuple[int, str, str]]:
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
+        fields = _stat(int(entry.name))
         try:
-            stat = (entry / "stat").read_text()
-            # fields after the command name in parentheses: state, ppid, pgrp, session, ...
-            state, ppid, pgrp, session = stat.rsplit(")", 1)[1].split()[:4]
+            if fields is None:
+                continue
+            state, ppid, pgrp, session = fields[:4]
             cmd = command_line(int(entry.name))
-        except (OSError, ValueError):
+        except OSError:
             continue
         table[int(entry.name)] = (state, int(ppid), int(pgrp), int(session), cmd)
 
@@ -56,10 +56,52 @@ def training_processes(leader: int) -> list[tuple[int, str, str]]:
 
 def kill_left(dumps: dict[int, tuple[str, str, str]]) -> None:
     """SIGKILL each dumped process still running as itself (its command line unchanged): what the group's stop
-    did not reach (outside the group; a stopped process takes SIGKILL only)."""
+    did not reach (outside the group; a stopped process takes SIGKILL only); returns once they are gone."""
+    killed = []
     for pid, (_, cmd, _) in dumps.items():
         try:
             if command_line(pid) == cmd:
                 os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
         except (OSError, ProcessLookupError):
             continue
+    wait_gone(killed)
+
+
+def _stat(pid: int) -> Optional[list[str]]:
+    """The fields of /proc/<pid>/stat after the command name (state, ppid, pgrp, session, ...); None when gone."""
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def live(pid: int) -> bool:
+    """Whether a process is still running: neither gone nor a zombie (ended, not yet reaped by its parent)."""
+    fields = _stat(pid)
+    return fields is not None and fields[0] != "Z"
+
+
+def group_members(pgid: int) -> list[int]:
+    """The live processes of process group `pgid`."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            fields = _stat(int(entry.name))
+            if fields is not None and fields[0] != "Z" and fields[2] == str(pgid):
+                members.append(int(entry.name))
+    return members
+
+
+def wait_gone(pids: Iterable[int], timeout_s: float = 10.0) -> list[int]:
+    """Wait until none of `pids` runs (SIGKILL is delivered at once but a process takes a moment to exit: on a
+    loaded machine, longer than a caller that goes on to say "nothing is left" may assume); those left after
+    `timeout_s`."""
+    left = list(pids)
+    deadline = time.monotonic() + timeout_s
+    while left:
+        left = [pid for pid in left if live(pid)]
+        if not left or time.monotonic() >= deadline:
+            break
+        time.sleep(0.05)
+    return left
