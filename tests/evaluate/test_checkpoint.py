@@ -153,3 +153,79 @@ def test_merge_into_an_unwritable_dir_is_refused_up_front(fsdp_checkpoint, tmp_p
     with read_only_dir(tmp_path / "ro") as ro:
         problem = merge_target_problem(resolve_checkpoint(fsdp_checkpoint), str(ro / "merged"))
         assert problem.startswith(f"merged_dir: cannot create {ro}/merged: cannot write in {ro}")
+
+
+# ------------------------------------------------------------------ python -m src.evaluate.export_hf
+def _export(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "src.evaluate.export_hf", *args], capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_export_hf_merges_where_the_evaluation_looks_and_a_second_export_merges_nothing(fsdp_checkpoint, tmp_path):
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file
+
+    root = tmp_path / "checkpoints"
+    shutil.copytree(fsdp_checkpoint.parent.parent, root)  # its own copy: the default out is inside the checkpoint
+    done = _export(f"checkpoint={root}")  # the checkpoint dir: its latest step
+    merged = root / "global_step_7" / "actor" / "merged_hf"
+    assert done.returncode == 0 and done.stdout == f"{merged}\n", done.stderr[-3000:]
+    assert "verl.model_merger merge --backend fsdp" in done.stderr
+    full = torch.load(fsdp_checkpoint.parent / "full_state_dict.pt")
+    weights = load_file(str(merged / "model.safetensors"))
+    assert set(weights) == set(full) and all(torch.equal(weights[k], v) for k, v in full.items())
+    # what the evaluation would generate with, found without a merge; and the export again
+    logs = []
+    assert hf_model_dir(resolve_checkpoint(root), None, log=logs.append) == merged
+    assert logs == [f"using the merged model in {merged}"]
+    again = _export(f"checkpoint={root / 'global_step_7'}")
+    assert again.returncode == 0 and again.stdout == f"{merged}\n" and "using the merged model" in again.stderr
+
+
+def test_export_hf_refuses_bad_input_in_one_line_before_merging_and_a_failed_merge_leaves_nothing(
+        fsdp_checkpoint, tmp_path):
+    import shutil
+
+    from tests.helpers.refusals import assert_one_line_refusal
+
+    for args, needle in (([], "checkpoint= is required"),
+                         ([f"checkpoint={tmp_path / 'none'}"], "no such path"),
+                         ([f"checkpoint={fsdp_checkpoint}", "outdir=x"], "unknown argument 'outdir=x'")):
+        done = _export(*args)
+        assert done.returncode == 2 and done.stdout == "", done.stderr
+        assert_one_line_refusal(done.stderr, "export_hf: error: ", needle)
+    thesis = tmp_path / "thesis"
+    thesis.mkdir()
+    (thesis / "chapter1.tex").write_text("kept")
+    done = _export(f"checkpoint={fsdp_checkpoint}", f"out={thesis}")
+    assert done.returncode == 2
+    assert_one_line_refusal(done.stderr, f"export_hf: error: out: {thesis} exists but is not a finished merge")
+    assert [p.name for p in thesis.iterdir()] == ["chapter1.tex"]
+    # a shard that is not one: verl's merger fails; one line, exit 1, no HF dir and no temp dir left
+    actor = tmp_path / "actor"
+    shutil.copytree(fsdp_checkpoint, actor)
+    (actor / f"model_world_size_{WORLD}_rank_1.pt").write_bytes(b"not a shard")
+    out = tmp_path / "hf"
+    done = _export(f"checkpoint={actor}", f"out={out}")
+    assert done.returncode == 1 and done.stdout == "", done.stderr[-3000:]
+    assert done.stderr.splitlines()[-1].startswith(f"export_hf: error: verl's model merger failed (exit 1) on {actor}")
+    assert not out.exists() and [p.name for p in tmp_path.iterdir() if "merging" in p.name] == []
+
+
+def test_export_hf_interrupted_while_merging_leaves_no_dir(fsdp_checkpoint, tmp_path):
+    # SIGINT to the command 1.5 s into verl's merger (a process importing torch and verl: seconds), as Ctrl-C would
+    driver = textwrap.dedent("""
+        import signal, sys, threading
+        from src.evaluate.export_hf import main
+        threading.Timer(1.5, lambda: signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)).start()
+        sys.exit(main(sys.argv[1:]))
+    """)
+    out = tmp_path / "hf"
+    done = subprocess.run([sys.executable, "-c", driver, f"checkpoint={fsdp_checkpoint}", f"out={out}"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 130, done.stderr[-3000:]
+    assert "merging 2 FSDP shards" in done.stderr  # stopped in the merge, not before it
+    assert done.stderr.splitlines()[-1] == "export_hf: stopped (interrupt): no HF dir was written"
+    assert list(tmp_path.iterdir()) == []
