@@ -53,14 +53,19 @@ def _interrupt_kept():
     try:
         yield
     except Exception as exc:
-        seen: set[int] = set()
-        cause: BaseException | None = exc
-        while cause is not None and id(cause) not in seen:
-            if isinstance(cause, KeyboardInterrupt):
-                raise cause from None
-            seen.add(id(cause))
-            cause = cause.__cause__ or cause.__context__
+        interrupt = next((e for e in _chain(exc) if isinstance(e, KeyboardInterrupt)), None)
+        if interrupt is not None:
+            raise interrupt from None
         raise
+
+
+def _chain(exc: BaseException):
+    """`exc`, then what it was raised from or while handling, and so on (each once)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
 
 
 def _compose_with_hydra(overrides: list[str], with_hydra: bool) -> DictConfig:
@@ -88,8 +93,9 @@ def to_plain(cfg: DictConfig) -> dict:
 
 def compose_config(overrides: list[str]) -> dict:
     """Our config composed with overrides, resolved to a plain dict."""
+    cfg = compose(overrides)
     with _interrupt_kept():  # resolving sets OmegaConf's flags too
-        return to_plain(compose(overrides))
+        return to_plain(cfg)
 
 
 def compose_config_in_app(overrides: list[str]) -> dict:
@@ -196,15 +202,12 @@ def _yaml_error(exc: BaseException) -> str | None:
     user's conf/local/default.yaml): its file, line and column, and what the parser expected."""
     import yaml
 
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
+    for exc in _chain(exc):
         if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
             mark = exc.problem_mark
             where = f"{mark.name}, line {mark.line + 1}, column {mark.column + 1}"
             context = f" ({exc.context} at line {exc.context_mark.line + 1})" if exc.context and exc.context_mark else ""
             return f"YAML syntax error in {where}: {exc.problem}{context}; fix that file"
-        exc = exc.__cause__ or exc.__context__
     return None
 
 

@@ -114,10 +114,12 @@ def merged_dir_for(resolved: ResolvedCheckpoint, merged_dir: str | None) -> Path
     return Path(merged_dir) if merged_dir else resolved.path / MERGED_DIRNAME
 
 
-def merge_target_problem(resolved: ResolvedCheckpoint, merged_dir: str | None) -> str | None:
+def merge_target_problem(resolved: ResolvedCheckpoint, merged_dir: str | None,
+                         option: str = "merged_dir") -> str | None:
     """Why the merge could not be written (checked before anything runs), or None: the target is a
     finished merge (reused), or new in a writable dir. An existing dir that is not a finished merge is
-    not ours to replace (`merged_dir=~/thesis` must not delete the thesis)."""
+    not ours to replace (`merged_dir=~/thesis` must not delete the thesis). `option`: what the command
+    calls the target dir, for the message."""
     from src.data.safe_write import writable_dir_problem
 
     if resolved.kind == "hf":
@@ -126,10 +128,10 @@ def merge_target_problem(resolved: ResolvedCheckpoint, merged_dir: str | None) -
     if is_hf_model_dir(target):
         return None
     if target.exists() or target.is_symlink():
-        return (f"merged_dir: {target} exists but is not a finished merge (config.json + weights); evaluate "
-                f"never replaces it: remove it yourself or give another merged_dir=")
+        return (f"{option}: {target} exists but is not a finished merge (config.json + weights); evaluate "
+                f"never replaces it: remove it yourself or give another {option}=")
     problem = writable_dir_problem(target.parent)
-    return f"merged_dir: cannot create {target}: {problem} (give merged_dir= elsewhere)" if problem else None
+    return f"{option}: cannot create {target}: {problem} (give {option}= elsewhere)" if problem else None
 
 
 def hf_model_dir(resolved: ResolvedCheckpoint, merged_dir: str | None = None, log=print) -> Path:

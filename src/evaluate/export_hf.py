@@ -50,9 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         given = parse(argv)
         resolved = resolve_checkpoint(given["checkpoint"])
-        problem = merge_target_problem(resolved, given.get("out"))
+        problem = merge_target_problem(resolved, given.get("out"), option="out")
         if problem:
-            raise UsageError(problem.replace("merged_dir", "out"))
+            raise UsageError(problem)
         if resolved.kind == "hf" and given.get("out"):
             raise UsageError(f"out: {resolved.path} is an HF model dir already (config.json + weights): nothing to "
                              f"merge; use it as it is, or copy it")

@@ -27,18 +27,13 @@ def training_processes(leader: int) -> list[tuple[int, str, str]]:
     """(pid, state, command line) of each process in `leader`'s process group or session, or under it (Ray starts
     vLLM's engine outside training's process group: src/node/leftovers.py), leader first."""
     table = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        fields = _stat(int(entry.name))
+    for pid, fields in _stats():
         try:
-            if fields is None:
-                continue
-            state, ppid, pgrp, session = fields[:4]
-            cmd = command_line(int(entry.name))
+            cmd = command_line(pid)
         except OSError:
             continue
-        table[int(entry.name)] = (state, int(ppid), int(pgrp), int(session), cmd)
+        state, ppid, pgrp, session = fields[:4]
+        table[pid] = (state, int(ppid), int(pgrp), int(session), cmd)
 
     def under(pid: int) -> bool:
         seen = set()
@@ -84,13 +79,16 @@ def live(pid: int) -> bool:
 
 def group_members(pgid: int) -> list[int]:
     """The live processes of process group `pgid`."""
-    members = []
+    return [pid for pid, fields in _stats() if fields[0] != "Z" and fields[2] == str(pgid)]
+
+
+def _stats():
+    """(pid, its `_stat` fields) of every process there is."""
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             fields = _stat(int(entry.name))
-            if fields is not None and fields[0] != "Z" and fields[2] == str(pgid):
-                members.append(int(entry.name))
-    return members
+            if fields is not None:
+                yield int(entry.name), fields
 
 
 def wait_gone(pids: Iterable[int], timeout_s: float = 10.0) -> list[int]:
