@@ -117,8 +117,10 @@ class DeathWatch(PollingWatch):
             # after the last step, verl shuts its processes down: their ends are not deaths
             self._all_ran = ended.total is not None and ended.step >= ended.total
 
-    def after_training(self) -> None:
-        """Raise Died if a death stopped training, or if training failed after one (its line then names it)."""
+    def after_training(self, then: Optional[str] = None) -> None:
+        """Raise Died if a death stopped training, or if training failed after one (its line then names it;
+        `then`: the trainer's own one-line reason for stopping, which a death made: the guard's lost groups when
+        vLLM's engine is gone and the step's requests fail at once)."""
         with self._lock:
             death, line, proc, reported = self._death, self.line, self._proc, self._reported
         if line is not None:
@@ -129,7 +131,8 @@ class DeathWatch(PollingWatch):
                      death[3] if death else self._last_step)
         code = proc.poll() if proc is not None else None
         if death is not None and code not in (0, None):
-            raise Died(self._line(death, f"training then exited with code {code}"))
+            why = f" ({then.split('; ')[0]})" if then else ""
+            raise Died(self._line(death, f"training then exited with code {code}{why}"))
 
     def _armed(self) -> bool:
         return not (self._all_ran or self.quiet())

@@ -470,7 +470,13 @@ def run(command: list[str], env: dict, log_path: Path,
                     log.write(f"removed {len(removed)} files verl/vLLM left behind (src/node/leftovers.py): "
                               f"{', '.join(removed)}\n")
                 console.end(code)
-            reason = stop.reason or (_read_stop(stop_file) if code != 0 else None)
+            stopped_itself = _read_stop(stop_file) if code != 0 else None
+            if stop.reason is None and stopped_itself is not None and death is not None:
+                # the trainer's guard stops on a step's failed rollouts, which a dead process makes (vLLM's engine:
+                # requests sent after its death fail at once): then the death is the fault, named as such, and a
+                # Slurm job is requeued for it
+                death.after_training(then=stopped_itself)
+            reason = stop.reason or stopped_itself
             if reason is not None:
                 log.write(f"training stopped: {reason}\n")
                 raise ServiceFailure(reason)

@@ -42,17 +42,20 @@ time.sleep(float(sys.argv[4]))
 print("trainer: woke up", flush=True)
 for h in helpers:   # they hold the output open
     h.kill()
+if sys.argv[6:]:   # the trainer's guard stops with its reason (src/trainer/guard.py stop)
+    open(os.environ["QE_TRAINING_STOP_FILE"], "w").write(sys.argv[6] + "\\n")
 sys.exit(int(sys.argv[5]))
 """
 
 
-def _run(tmp_path, titles, kill, total=10, then_s=60.0, code=0):
+def _run(tmp_path, titles, kill, total=10, then_s=60.0, code=0, guard_stop=None):
     """The trainer above under the death watch: (what run returned or raised, seconds, the watch, the helpers' pids
     as the log does not say them)."""
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir(exist_ok=True)
     watch = deaths.DeathWatch(str(ckpt), poll_s=0.2, grace_s=1.5)
     command = [sys.executable, "-c", TRAINER, ",".join(titles), str(kill), str(total), str(then_s), str(code)]
+    command += [guard_stop] if guard_stop else []
     t0 = time.monotonic()
     try:
         result = training.run(command, {**os.environ, "PYTHONPATH": str(REPO)}, tmp_path / "train.log", death=watch)
@@ -83,6 +86,25 @@ def test_training_that_fails_after_a_death_names_what_died(tmp_path):
     assert ", last seen in actor_rollout_ref_update_actor) died after step 2" in line, line
     assert "training then exited with code 1; no checkpoint was saved yet: a relaunch starts over" in line, line
     assert "woke up" in (tmp_path / "train.log").read_text()   # it ended by itself, within the grace
+
+
+def test_a_guard_stop_that_follows_a_death_is_named_as_the_death(tmp_path):
+    """vLLM's engine killed before the step's requests reach it: they fail at once, the trainer's guard stops on
+    the lost groups (the stop file) and training exits 1 within the grace. The death is the fault (a Slurm job is
+    requeued for it), with the guard's reason after it."""
+    died, _, _ = _run(tmp_path, ["ray::WorkerDict", "VLLM::EngineCore"], kill=1, then_s=0.8, code=1,
+                      guard_stop="training stopped at step 3: 4 training group(s) lost to failed rollout or reward "
+                                 "calls (4 in this run, scorer.lost_groups_allowed=0); QE scorer http://x, its log: y")
+    assert isinstance(died, deaths.Died), died
+    line = str(died)
+    assert line.startswith("died: the vLLM engine (VLLM::EngineCore, pid ") and "died after step 2" in line, line
+    assert "training then exited with code 1 (training stopped at step 3: 4 training group(s) lost to failed " \
+           "rollout or reward calls (4 in this run, scorer.lost_groups_allowed=0)); no checkpoint" in line, line
+
+
+def test_a_guard_stop_without_a_death_is_the_guards(tmp_path):
+    with pytest.raises(training.ServiceFailure, match="^training stopped at step 3: lost$"):
+        _run(tmp_path, ["ray::WorkerDict"], kill="none", then_s=0.5, code=1, guard_stop="training stopped at step 3: lost")
 
 
 RAY_REPORT = """

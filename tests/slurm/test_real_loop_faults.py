@@ -6,7 +6,9 @@ allowed (slurm.max_stall_requeues=1).
 1. vLLM's engine (`VLLM::EngineCore`) killed in step 3. verl by itself would wait in the weight sync to it for ever
    (src/node/deaths.py); the launcher's death watch stops training within seconds with one line naming the engine
    and the checkpoint of step 2 (step 4's save cannot come: the weight sync after step 3 waits for the dead
-   engine), and the job is requeued (src/slurm/requeue.py).
+   engine), and the job is requeued (src/slurm/requeue.py). Where step 3's requests reach the engine only after its
+   death (a loaded machine), they fail at once and the trainer's guard stops on the lost groups: the line still
+   names the engine (tests/launcher/test_death_watch.py), and the job is requeued alike.
 2. The requeued job resumes from step 2 (its first step is step 3). Its FSDP worker (`ray::WorkerDict`) killed as
    step 4's checkpoint is being written: verl's save fails with Ray's ActorDiedError, the partial `global_step_4/`
    is removed and the tracker still names step 2 (src/trainer/checkpoints.py); the line names the FSDP worker, and
