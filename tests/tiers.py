@@ -40,6 +40,8 @@ HEAVY = (
     "tests/launcher/test_group_combinations.py",
     "tests/launcher/test_smoke_tiny.py",
     "tests/env/",
+    # vLLM's CPU engine started four times in the CPU loop env (an evaluation's generation, about a minute)
+    "tests/evaluate/test_cpu_generation.py",
 )
 
 

@@ -56,6 +56,7 @@ class Prepared:
         from .baseline import describe_test_set, read_baseline
 
         self.opts = opts
+        self.cpu = None  # accelerator=cpu: the CPU loop env vLLM generates in
         self.explicit_out = bool(opts.out)
         # testsets=: every set read whole (rows numbered on over the sets), `limit` rows of each evaluated
         self.sets = testsets.read_testsets(opts.testsets, opts.template) if opts.testsets else []
@@ -83,9 +84,12 @@ class Prepared:
             # the file's segments, dropped ones included; one test set (options.py refuses more)
             segments, what = (self.sets[0].segments, self.sets[0].spec) if self.sets else (len(every_row), opts.data)
             self.generator = generators.HypothesesGenerator(opts.hypotheses, segments, what)
+        elif opts.accelerator == "cpu":
+            self.cpu = generators.CpuLoopEnv.composed()
         elif not generators.vllm_available():
             raise UsageError("generator=vllm needs vLLM, which this environment lacks (run on a GPU node in the "
-                             "qe-rl conda env, or use generator=file responses=...)")
+                             "qe-rl conda env; accelerator=cpu for vLLM's CPU build in the CPU loop env; or use "
+                             "generator=file responses=...)")
         self.scorer_url = self.scorer_token = self.scorer_plan = None
         if opts.qe_metrics:
             self._check_scorer()
@@ -118,8 +122,8 @@ def _generate(p: Prepared) -> tuple[list[str], str | None]:
     if p.opts.generator in ("file", "hypotheses"):
         return p.generator.generate(p.rows), None
     model_dir = checkpoint.hf_model_dir(p.resolved, p.opts.merged_dir, log=_say)
-    _say(f"generating {len(p.rows)} translations with vLLM from {model_dir}")
-    return generators.VLLMGenerator(model_dir, p.opts).generate(p.rows), str(model_dir)
+    _say(f"generating {len(p.rows)} translations with vLLM{' (CPU)' if p.cpu else ''} from {model_dir}")
+    return generators.VLLMGenerator(model_dir, p.opts, p.cpu).generate(p.rows), str(model_dir)
 
 
 def _qe_scores(p: Prepared, inputs) -> list[dict]:

@@ -1,39 +1,37 @@
 """Where responses come from: a pluggable generator (rows in, one response per row out, same order).
 
-- `vllm`: the model on GPU through vLLM's offline LLM, greedy (temperature 0) or the configured
-  sampling. vLLM is imported only here, inside the call: the train env on a CPU machine has none.
+- `vllm`: the model through vLLM's offline LLM, greedy (temperature 0) or the configured sampling
+  (src/evaluate/vllm_generation.py): on a GPU node in this process (vLLM is imported only inside the call:
+  the train env on a CPU machine has none); with `accelerator=cpu` in a process of the CPU loop env, whose
+  vLLM is the CPU build, with the engine settings the CPU loop's rollouts use (conf/accelerator/cpu.yaml).
 - `file`: canned responses from a jsonl (`{"index": <extra_info.index>, "response": "..."}` per
   line): CPU tests, or re-scoring generations made elsewhere.
 - `hypotheses`: an outside system's translations as plain text, one segment a line in the test set's file
   order, with a line for each segment the file holds, the ones evaluation leaves out included (WMT24++
   `is_bad_source`): what a system that translated the released file wrote. TestRow.line picks each row's.
-
-Prompts are rendered as verl renders them at rollout: the tokenizer's chat template with the
-generation prompt, or (the run's model.use_chat_template false) the plain concatenation that
-src/verl_config/ppo_trainer.py passes as data.apply_chat_template_kwargs.
 """
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import tempfile
 from pathlib import Path
 from typing import Protocol
 
 from src.data.readers import InputError, read_text_lines
 
+from . import vllm_generation
 from .options import EvalOptions, UsageError
 from .testset import TestRow
 
-# must equal src/verl_config/ppo_trainer.py's template for use_chat_template=false (a test keeps them equal)
-PLAIN_CHAT_TEMPLATE = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+# the CPU loop's vLLM engine settings, as verl keys (conf/accelerator/cpu.yaml): the generation's engine gets them too
+_ENGINE_KEYS = "actor_rollout_ref.rollout.engine_kwargs.vllm."
+_EAGER_KEY = "actor_rollout_ref.rollout.enforce_eager"
 
 
 class Generator(Protocol):
     def generate(self, rows: list[TestRow]) -> list[str]: ...
-
-
-def render_prompt(tokenizer, messages: list[dict], chat_template: bool) -> str:
-    kwargs = {} if chat_template else {"chat_template": PLAIN_CHAT_TEMPLATE}
-    return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False, **kwargs)
 
 
 class FileGenerator:
@@ -106,8 +104,8 @@ class HypothesesGenerator:
 
 
 class VLLMGenerator:
-    def __init__(self, model_dir: Path, opts: EvalOptions):
-        self.model_dir, self.opts = model_dir, opts
+    def __init__(self, model_dir: Path, opts: EvalOptions, cpu: "CpuLoopEnv | None" = None):
+        self.model_dir, self.opts, self.cpu = model_dir, opts, cpu
 
     def sampling_kwargs(self) -> dict:
         o = self.opts
@@ -118,27 +116,62 @@ class VLLMGenerator:
 
     def engine_kwargs(self) -> dict:
         o = self.opts
-        kwargs = {"model": str(self.model_dir), "tensor_parallel_size": o.tp,
-                  "gpu_memory_utilization": o.gpu_memory_utilization, "seed": o.seed}
+        if self.cpu is not None:  # vLLM-CPU ignores gpu_memory_utilization; one process, no tensor parallelism
+            kwargs = {"model": str(self.model_dir), "seed": o.seed, **self.cpu.engine_kwargs}
+        else:
+            kwargs = {"model": str(self.model_dir), "tensor_parallel_size": o.tp,
+                      "gpu_memory_utilization": o.gpu_memory_utilization, "seed": o.seed}
         if o.max_model_len:
             kwargs["max_model_len"] = o.max_model_len
         return kwargs
 
     def generate(self, rows: list[TestRow]) -> list[str]:
-        from vllm import LLM, SamplingParams
+        conversations = [r.messages for r in rows]
+        if self.cpu is None:
+            return vllm_generation.generate(self.engine_kwargs(), self.sampling_kwargs(), conversations,
+                                            self.opts.chat_template)
+        return self.cpu.generate(self.engine_kwargs(), self.sampling_kwargs(), conversations, self.opts.chat_template)
 
-        llm = LLM(**self.engine_kwargs())
-        try:
-            tokenizer = llm.get_tokenizer()
-            prompts = [render_prompt(tokenizer, r.messages, self.opts.chat_template) for r in rows]
-            outputs = llm.generate(prompts, SamplingParams(**self.sampling_kwargs()))
-            return [out.outputs[0].text for out in outputs]
-        finally:
-            # free the GPU before a scorer started here loads its models onto it
-            shutdown = getattr(getattr(llm, "llm_engine", None), "shutdown", None)
-            if callable(shutdown):
-                shutdown()
-            del llm
+
+class CpuLoopEnv:
+    """The CPU loop env's Python and vLLM settings (conf/accelerator/cpu.yaml, the one owner), and generation in a
+    process of it."""
+
+    def __init__(self, accelerator: dict):
+        self.python = Path(accelerator["python"])
+        self.env = {k: str(v) for k, v in (accelerator.get("env") or {}).items()}
+        verl = accelerator.get("verl") or {}
+        self.engine_kwargs = {k[len(_ENGINE_KEYS):]: v for k, v in verl.items() if k.startswith(_ENGINE_KEYS)}
+        if _EAGER_KEY in verl:
+            self.engine_kwargs["enforce_eager"] = bool(verl[_EAGER_KEY])
+
+    @classmethod
+    def composed(cls) -> "CpuLoopEnv":
+        """From the launcher's `accelerator=cpu` group; UsageError when the loop env is missing."""
+        from src.config import compose_config
+
+        env = cls(compose_config(["accelerator=cpu"])["accelerator"])
+        if not env.python.is_file():
+            raise UsageError(f"accelerator=cpu generates with the CPU loop env's vLLM, and {env.python} is missing: "
+                             f"`make setup` creates it on a CPU machine (docs/environments.md)")
+        return env
+
+    def generate(self, engine_kwargs: dict, sampling_kwargs: dict, conversations: list[list[dict]],
+                 chat_template: bool) -> list[str]:
+        from src.config import PROJECT_ROOT
+
+        with tempfile.TemporaryDirectory(prefix="qe-eval-generate-") as folder:
+            request, out, log = (Path(folder) / name for name in ("request.json", "responses.json", "vllm.log"))
+            vllm_generation.write_request(request, engine_kwargs, sampling_kwargs, conversations, chat_template)
+            env = {**os.environ, **self.env, "PYTHONPATH": str(PROJECT_ROOT)}
+            with open(log, "w", encoding="utf-8") as f:
+                code = subprocess.run([str(self.python), "-m", "src.evaluate.vllm_generation", str(request), str(out)],
+                                      cwd=PROJECT_ROOT, env=env, stdout=f, stderr=subprocess.STDOUT).returncode
+            if code != 0 or not out.is_file():
+                tail = [line for line in log.read_text(errors="replace").splitlines() if line.strip()][-1:]
+                raise RuntimeError(f"vLLM (CPU, {self.python}) exited with code {code} before it wrote its "
+                                   f"responses: {tail[0][:300] if tail else 'no output'}")
+            return vllm_generation.read_responses(out, len(conversations))
 
 
 def vllm_available() -> bool:

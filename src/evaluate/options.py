@@ -25,6 +25,7 @@ ALL_METRICS = TEXT_METRICS + QE_METRICS
 # (OwnMetric.evaluated_by_default: checkpoints a setup has only when it fetched them); metrics=...,<it> adds it
 DEFAULT_METRICS = tuple(m for m in ALL_METRICS if m not in OWN_METRICS or OWN_METRICS[m].evaluated_by_default)
 GENERATORS = ("vllm", "file", "hypotheses")
+ACCELERATORS = ("gpu", "cpu")
 EXTRACT_MODES = ("lenient", "strict", "raw")
 # what extract= is when hypotheses= is given and extract= is not: an outside system's output is its translation
 HYPOTHESES_EXTRACT = "raw"
@@ -75,7 +76,10 @@ class _Options:
     top_k: int = -1
     max_new_tokens: int = 1024
     seed: int = 1
-    # vLLM engine
+    # where generator=vllm runs: gpu (vLLM in this env, on this node's GPUs) | cpu (vLLM's CPU build in the CPU
+    # loop env, with the CPU loop's engine settings: conf/accelerator/cpu.yaml; tiny models on a machine without GPU)
+    accelerator: str = "gpu"
+    # vLLM engine (tp and gpu_memory_utilization: on a GPU)
     tp: int = 1
     gpu_memory_utilization: float = 0.85
     max_model_len: Optional[int] = None
@@ -191,6 +195,11 @@ def _check(o: EvalOptions) -> None:
     """Value checks that need no file system (paths are checked by the CLI)."""
     if o.generator not in GENERATORS:
         raise UsageError(f"generator={o.generator!r}; choose from {', '.join(GENERATORS)}")
+    if o.accelerator not in ACCELERATORS:
+        raise UsageError(f"accelerator={o.accelerator!r}; choose from {', '.join(ACCELERATORS)}")
+    if o.accelerator != "gpu" and o.generator != "vllm":
+        raise UsageError(f"accelerator={o.accelerator} says where vLLM generates, and generator={o.generator} "
+                         f"generates nothing; drop accelerator=")
     if o.extract not in EXTRACT_MODES:
         raise UsageError(f"extract={o.extract!r}; choose from {', '.join(EXTRACT_MODES)}")
     if o.hypotheses and o.generator != "hypotheses":

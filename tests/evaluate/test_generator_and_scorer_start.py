@@ -1,5 +1,5 @@
-"""The pluggable generator's wiring (vLLM stubbed: it is GPU-only and not installed here), prompt
-rendering as verl renders it, and starting the QE service for an evaluation."""
+"""The pluggable generator's wiring (vLLM stubbed: the train env has none; tests/evaluate/test_cpu_generation.py runs
+vLLM's CPU build for real), prompt rendering as verl renders it, and starting the QE service for an evaluation."""
 from __future__ import annotations
 
 import sys
@@ -7,7 +7,8 @@ import types
 
 import pytest
 
-from src.evaluate.generators import PLAIN_CHAT_TEMPLATE, VLLMGenerator, render_prompt
+from src.evaluate.generators import VLLMGenerator
+from src.evaluate.vllm_generation import PLAIN_CHAT_TEMPLATE, render_prompt
 from src.evaluate.options import UsageError, parse_options
 from src.evaluate.qe_metrics import QEInput, score_segments
 from src.evaluate.scorer_service import plan_for, started_service
