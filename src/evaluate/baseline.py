@@ -1,8 +1,9 @@
 """baseline=DIR: the earlier evaluation this one is compared with, read from its output dir (segments.jsonl
 and summary.json, as src/evaluate/outputs.py writes them) and checked against this evaluation before
-anything is generated: the same test set, the same segments (index, test set, source, reference) in the
-same order, and at least one metric both compute. A paired test over other segments would be a number
-about nothing, so any difference is refused in one line naming it."""
+anything is generated: the same test set, the same segments (index, test set, source, reference; with samples=,
+the same answers a sentence) in the same order, and at least one metric both compute. A paired test over other
+segments would be a number about nothing, so any difference is refused in one line naming it. Where both judged
+the format (extract= other than raw), the share of well-formed answers is compared too (FORMAT)."""
 from __future__ import annotations
 
 import json
@@ -16,13 +17,20 @@ from .testset import TestRow
 # what a baseline segment must hold: its identity (checked against this evaluation's rows) and what was scored
 IDENTITY = ("index", "data_source", "src", "ref")
 NEEDED = IDENTITY + ("tgt_lang", "translation")
+# the share of well-formed answers (the table's `format ok %` column), compared as a metric where both judged it
+FORMAT = "format_ok"
+
+
+def segment_key(record: dict) -> tuple[int, int]:
+    """A segment record's identity within an evaluation: its row's index and its answer's number (samples=)."""
+    return record["index"], record.get("sample", 0)
 
 
 @dataclass(frozen=True)
 class Baseline:
     dir: Path
-    by_index: dict          # its segment records (segments.jsonl lines) by index
-    metrics: tuple          # the metrics both evaluations compute, in this evaluation's order
+    by_key: dict            # its segment records (segments.jsonl lines) by segment_key
+    metrics: tuple          # the metrics both evaluations compute, in this evaluation's order; FORMAT last
 
 
 def _short(text) -> str:
@@ -85,15 +93,21 @@ def read_baseline(path: str, opts: EvalOptions, rows: list[TestRow], this_test_s
     if _test_set(summary) != this_test_set:
         raise UsageError(f"baseline: {where} evaluated {_test_set(summary)} and this evaluation {this_test_set}; "
                          f"compare evaluations of the same test set")
-    if len(records) != len(rows):
+    answered = [(row, k) for row in rows for k in range(opts.samples)]
+    if len(records) != len(answered):
+        each = f" ({len(rows)} rows x samples={opts.samples})" if opts.samples > 1 else ""
         raise UsageError(f"baseline: {where} scored {len(records)} segments and this evaluation would score "
-                         f"{len(rows)}; evaluate the same rows (the same test set and limit=)")
-    for n, (record, row) in enumerate(zip(records, rows), 1):
+                         f"{len(answered)}{each}; evaluate the same rows (the same test set and limit=) with as "
+                         f"many samples=")
+    for n, (record, (row, k)) in enumerate(zip(records, answered), 1):
         for key in IDENTITY:
             if record[key] != getattr(row, key):
                 raise UsageError(f"baseline: segment {n} differs: {key} {_short(record[key])} in {where}, "
                                  f"{_short(getattr(row, key))} here; compare evaluations of the same segments, "
                                  f"in the same order")
+        if record.get("sample", 0) != k:
+            raise UsageError(f"baseline: segment {n} of {where} is answer {record.get('sample', 0)} of its sentence "
+                             f"and here answer {k}; evaluate with the baseline's samples=")
     common = tuple(m for m in opts.metrics if m in theirs and m in ALL_METRICS)
     if not common:
         raise UsageError(f"baseline: {where} scored {','.join(map(str, theirs))} and this evaluation scores "
@@ -103,7 +117,9 @@ def read_baseline(path: str, opts: EvalOptions, rows: list[TestRow], this_test_s
         if lacking:
             raise UsageError(f"baseline: segment {lacking} of {where / SEGMENTS_JSONL} has no {metric} score "
                              f"though its {SUMMARY_JSON} lists {metric}; the dir is incomplete or edited")
-    return Baseline(dir=where.resolve(), by_index={r["index"]: r for r in records}, metrics=common)
+    if opts.extract != "raw" and all(isinstance(r.get(FORMAT), bool) for r in records):
+        common += (FORMAT,)
+    return Baseline(dir=where.resolve(), by_key={segment_key(r): r for r in records}, metrics=common)
 
 
 def describe_test_set(opts: EvalOptions, sets: list) -> str:

@@ -122,7 +122,9 @@ def _generate(p: Prepared) -> tuple[list[str], str | None]:
     if p.opts.generator in ("file", "hypotheses"):
         return p.generator.generate(p.rows), None
     model_dir = checkpoint.hf_model_dir(p.resolved, p.opts.merged_dir, log=_say)
-    _say(f"generating {len(p.rows)} translations with vLLM{' (CPU)' if p.cpu else ''} from {model_dir}")
+    each = f" ({p.opts.samples} a sentence)" if p.opts.samples > 1 else ""
+    _say(f"generating {len(p.rows) * p.opts.samples} translations{each} with vLLM{' (CPU)' if p.cpu else ''} "
+         f"from {model_dir}")
     return generators.VLLMGenerator(model_dir, p.opts, p.cpu).generate(p.rows), str(model_dir)
 
 
@@ -145,13 +147,14 @@ def evaluate(p: Prepared) -> tuple[list[dict], list[dict], dict]:
 
     o = p.opts
     responses, model_dir = _generate(p)
-    extracted = [extract_translation(resp, row.template, o.extract) for resp, row in zip(responses, p.rows)]
+    answered = [(row, k) for row in p.rows for k in range(o.samples)]  # the order the generators answer in
     text_wanted = [m for m in ("bleu", "chrf") if m in o.metrics]
     segments = []
-    for row, resp, ex in zip(p.rows, responses, extracted):
-        seg = {"index": row.index, "data_source": row.data_source, "direction": row.direction,
-               "src_lang": row.src_lang, "tgt_lang": row.tgt_lang, "src": row.src, "ref": row.ref,
-               "response": resp, "translation": ex.translation, "format_ok": ex.format_ok,
+    for (row, k), resp in zip(answered, responses):
+        ex = extract_translation(resp, row.template, o.extract)
+        seg = {"index": row.index, **({"sample": k} if o.samples > 1 else {}), "data_source": row.data_source,
+               "direction": row.direction, "src_lang": row.src_lang, "tgt_lang": row.tgt_lang, "src": row.src,
+               "ref": row.ref, "response": resp, "translation": ex.translation, "format_ok": ex.format_ok,
                "format_error": ex.format_error}
         if text_wanted:
             seg.update({k: v for k, v in segment_scores(ex.translation, row.ref, row.tgt_lang).items()

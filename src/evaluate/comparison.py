@@ -1,6 +1,7 @@
 """This evaluation against its baseline (src/evaluate/baseline.py), per table row and metric, by the paired
 bootstrap of src/evaluate/significance.py: BLEU and chrF through sacrebleu's own test on both systems'
-translations and the references, each QE metric on the two systems' segment scores, signed by the metric's
+translations and the references, each QE metric (and the share of well-formed answers) on the two systems' segment
+scores, signed by the metric's
 scale (src.scorer.backends owns which are lower-is-better) so that a positive difference is an improvement.
 
 The result is summary.json's `baseline` entry, the one place the comparison is kept; the tables
@@ -13,7 +14,7 @@ from dataclasses import asdict
 
 from src.scorer.backends import scale_of
 
-from .baseline import Baseline
+from .baseline import FORMAT, Baseline, segment_key
 from .significance import ALPHA, CORPUS_METRICS, paired_bootstrap_corpus, paired_bootstrap_segments
 
 
@@ -21,10 +22,18 @@ def _finite(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def _value(segment: dict, metric: str):
+    """A segment's score for `metric`; for FORMAT 100 or 0 (the table's share is in percent)."""
+    if metric == FORMAT:
+        ok = segment.get(FORMAT)
+        return None if ok is None else 100.0 * bool(ok)
+    return segment.get(metric)
+
+
 def compare_row(segments: list[dict], baseline: Baseline, resamples: int, seed: int) -> dict[str, dict]:
     """metric -> the comparison (significance.CorpusComparison or SegmentComparison, as a dict) of one table
     row's segments with the baseline's same segments."""
-    theirs = [baseline.by_index[s["index"]] for s in segments]
+    theirs = [baseline.by_key[segment_key(s)] for s in segments]
     results = {}
     corpus = [m for m in baseline.metrics if m in CORPUS_METRICS]
     if corpus:
@@ -35,8 +44,8 @@ def compare_row(segments: list[dict], baseline: Baseline, resamples: int, seed: 
     for metric in (m for m in baseline.metrics if m not in CORPUS_METRICS):
         # a QE score the service answered with NaN is None in both evaluations' records: such a segment
         # has no pair, as it has no part in the table's mean
-        pairs = [(s[metric], b[metric]) for s, b in zip(segments, theirs)
-                 if _finite(s.get(metric)) and _finite(b.get(metric))]
+        pairs = [(_value(s, metric), _value(b, metric)) for s, b in zip(segments, theirs)
+                 if _finite(_value(s, metric)) and _finite(_value(b, metric))]
         if pairs:
             result = paired_bootstrap_segments([s for s, _ in pairs], [b for _, b in pairs],
                                                higher_is_better=scale_of(metric).higher_is_better,

@@ -112,6 +112,8 @@ class VLLMGenerator:
         kwargs = {"temperature": o.temperature, "top_p": o.top_p, "max_tokens": o.max_new_tokens, "seed": o.seed}
         if o.top_k > 0:  # vLLM's "off" value changed between versions (-1 / 0): pass it only when set
             kwargs["top_k"] = o.top_k
+        if o.samples > 1:
+            kwargs["n"] = o.samples
         return kwargs
 
     def engine_kwargs(self) -> dict:
@@ -126,6 +128,7 @@ class VLLMGenerator:
         return kwargs
 
     def generate(self, rows: list[TestRow]) -> list[str]:
+        """`samples` responses per row: row 0's, then row 1's, ..."""
         conversations = [r.messages for r in rows]
         if self.cpu is None:
             return vllm_generation.generate(self.engine_kwargs(), self.sampling_kwargs(), conversations,
@@ -171,7 +174,7 @@ class CpuLoopEnv:
                 tail = [line for line in log.read_text(errors="replace").splitlines() if line.strip()][-1:]
                 raise RuntimeError(f"vLLM (CPU, {self.python}) exited with code {code} before it wrote its "
                                    f"responses: {tail[0][:300] if tail else 'no output'}")
-            return vllm_generation.read_responses(out, len(conversations))
+            return vllm_generation.read_responses(out, len(conversations) * sampling_kwargs.get("n", 1))
 
 
 def vllm_available() -> bool:

@@ -76,6 +76,10 @@ class _Options:
     top_k: int = -1
     max_new_tokens: int = 1024
     seed: int = 1
+    # answers generated per sentence (vLLM's n; sampled, so temperature > 0), as verl validates with
+    # val_kwargs.n: each a segment of its own (`sample` 0..N-1 in segments.jsonl), corpus BLEU/chrF over every
+    # answer, each mean over all of them; a baseline= must have as many
+    samples: int = 1
     # where generator=vllm runs: gpu (vLLM in this env, on this node's GPUs) | cpu (vLLM's CPU build in the CPU
     # loop env, with the CPU loop's engine settings: conf/accelerator/cpu.yaml; tiny models on a machine without GPU)
     accelerator: str = "gpu"
@@ -231,7 +235,7 @@ def _check(o: EvalOptions) -> None:
         raise UsageError(f"hypotheses= holds one test set's translations and testsets= names {len(o.testsets)}; "
                          f"evaluate each set with its own hypotheses file")
     positive = {"max_new_tokens": o.max_new_tokens, "tp": o.tp, "batch_items": o.batch_items,
-                "concurrency": o.concurrency}
+                "concurrency": o.concurrency, "samples": o.samples}
     for key, value in positive.items():
         if value < 1:
             raise UsageError(f"{key} must be a positive integer, got {value}")
@@ -239,6 +243,13 @@ def _check(o: EvalOptions) -> None:
         raise UsageError(f"limit must be a positive integer or null, got {o.limit}")
     if o.temperature < 0 or not 0 < o.top_p <= 1 or not 0 < o.gpu_memory_utilization <= 1:
         raise UsageError("temperature must be >= 0, top_p and gpu_memory_utilization in (0, 1]")
+    if o.samples > 1 and o.generator != "vllm":
+        raise UsageError(f"samples={o.samples} is for generator=vllm: a responses or hypotheses file holds one "
+                         f"answer per segment; drop samples=")
+    if o.samples > 1 and o.temperature == 0:
+        raise UsageError(f"samples={o.samples} with temperature=0: greedy decoding gives the same answer "
+                         f"{o.samples} times; set temperature > 0 (a run's validation samples at its "
+                         f"val_kwargs.temperature, e.g. temperature=1.0) or drop samples=")
     if o.request_timeout_s <= 0:
         raise UsageError(f"request_timeout_s must be positive, got {o.request_timeout_s}")
     if o.scorer_device not in ("auto", "cuda", "cpu") and not re.fullmatch(r"cuda:\d+", o.scorer_device):

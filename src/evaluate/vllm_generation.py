@@ -5,7 +5,7 @@ none: docs/environments.md). The same function runs either way; the second throu
     <loop env python> -m src.evaluate.vllm_generation REQUEST.json OUT.json
 
 REQUEST holds the engine's and the sampling's keyword arguments, the conversations and whether the tokenizer's chat
-template renders them; OUT gets `{"responses": [...]}`, one string per conversation in order, written whole (a
+template renders them; OUT gets `{"responses": [...]}`, sampling's n strings per conversation in order, written whole (a
 temporary file renamed) or not at all. Only the standard library is imported at the top: the loop env shares the
 repository but not the train env's packages.
 
@@ -32,7 +32,7 @@ def render_prompt(tokenizer, messages: list[dict], chat_template: bool) -> str:
 
 def generate(engine_kwargs: dict, sampling_kwargs: dict, conversations: list[list[dict]],
              chat_template: bool) -> list[str]:
-    """One response per conversation, in order."""
+    """The responses, sampling's `n` (default 1) per conversation: conversation 0's, then 1's, ..."""
     from vllm import LLM, SamplingParams
 
     llm = LLM(**engine_kwargs)
@@ -40,7 +40,7 @@ def generate(engine_kwargs: dict, sampling_kwargs: dict, conversations: list[lis
         tokenizer = llm.get_tokenizer()
         prompts = [render_prompt(tokenizer, messages, chat_template) for messages in conversations]
         outputs = llm.generate(prompts, SamplingParams(**sampling_kwargs))
-        return [out.outputs[0].text for out in outputs]
+        return [answer.text for out in outputs for answer in out.outputs]
     finally:
         # free the GPU before a scorer started here loads its models onto it
         shutdown = getattr(getattr(llm, "llm_engine", None), "shutdown", None)
@@ -56,7 +56,7 @@ def write_request(path: Path, engine_kwargs: dict, sampling_kwargs: dict, conver
 
 
 def read_responses(path: Path, expected: int) -> list[str]:
-    """The responses a run of this module wrote; ValueError when they are not one string per conversation."""
+    """The responses a run of this module wrote; ValueError when they are not `expected` strings."""
     responses = json.loads(path.read_text(encoding="utf-8"))["responses"]
     if not isinstance(responses, list) or len(responses) != expected or not all(isinstance(r, str) for r in responses):
         raise ValueError(f"{path}: expected {expected} responses")

@@ -151,7 +151,8 @@ def test_qe_metrics_compared_on_their_segment_scores_lower_is_better_for_metricx
     assert main([*common, f"responses={responses}", f"out={tmp_path / 'new'}", f"baseline={tmp_path / 'base'}",
                  "bootstrap_resamples=300"]) == 0
     found = comparison(tmp_path / "new")
-    assert found["metrics"] == ["bleu", "kiwi", "metricx"]
+    # both judged the format (extract=lenient): the share of well-formed answers is compared too, in percent
+    assert found["metrics"] == ["bleu", "kiwi", "metricx", "format_ok"]
     ours = [json.loads(line) for line in (tmp_path / "new" / "segments.jsonl").read_text().splitlines()]
     theirs = [json.loads(line) for line in (tmp_path / "base" / "segments.jsonl").read_text().splitlines()]
     for direction in ("zh-en", "en-zh"):
@@ -165,6 +166,12 @@ def test_qe_metrics_compared_on_their_segment_scores_lower_is_better_for_metricx
                 (want.delta, want.low, want.high, want.p_value))
         # empty answers score 25, the worst: fewer errors is a positive improvement
         assert found["rows"][direction]["metricx"]["delta"] > 0
+        want = paired_bootstrap_segments([100.0 * a["format_ok"] for a, _ in pairs],
+                                         [100.0 * b["format_ok"] for _, b in pairs], n_resamples=300)
+        got = found["rows"][direction]["format_ok"]
+        assert (got["system"], got["baseline"], got["delta"], got["p_value"]) == pytest.approx(
+            (want.system, want.baseline, want.delta, want.p_value))
+        assert got["system"] == pytest.approx(100.0 * sum(a["format_ok"] for a, _ in pairs) / len(pairs))
     lines = table(tmp_path / "new")
-    assert lines[0].endswith("| ΔBLEU | ΔCometKiwi | ΔMetricX-24 |")
+    assert lines[0].endswith("| ΔBLEU | ΔCometKiwi | ΔMetricX-24 | Δformat ok % |")
     assert "(MetricX-24: lower is better, so baseline minus this)" in lines[-1]

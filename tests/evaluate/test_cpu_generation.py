@@ -1,8 +1,9 @@
 """Generation on a machine without a GPU (issue 49, item 7): `python -m src.evaluate ... accelerator=cpu` generates
 with vLLM's CPU build in the CPU loop env (.venv-loop), the engine set as the CPU loop's rollouts are
 (conf/accelerator/cpu.yaml), on the tiny policy the CPU loop trains (src/tiny_models/policy.py). Real vLLM, no stub:
-what reaches the engine shows in what it generates (max_new_tokens bounds each answer, greedy repeats itself,
-sampling does not), and a model vLLM cannot load is one line and exit 1 with nothing written.
+what reaches the engine shows in what it generates (max_new_tokens bounds each answer; samples=3 gives three
+answers a sentence, which differ, and the same seed gives them again), and a model vLLM cannot load is one line and
+exit 1 with nothing written.
 """
 from __future__ import annotations
 
@@ -39,36 +40,53 @@ def test_the_engine_gets_the_cpu_loops_settings(cpu_env):
     assert cpu_env.python.name == "python" and cpu_env.python.parent.parent.name == ".venv-loop"
 
 
-def test_a_cpu_evaluation_generates_with_the_loop_envs_vllm(policy, cpu_env, testset, tmp_path, capsys):
+def _segments(out) -> list[dict]:
+    return [json.loads(line) for line in (out / "segments.jsonl").read_text().splitlines()]
+
+
+def test_a_cpu_evaluation_generates_with_the_loop_envs_vllm(policy, testset, tmp_path, capsys):
     from transformers import AutoTokenizer
 
     data, _ = testset
-    out = tmp_path / "eval"
-    code = main([f"checkpoint={policy}", f"data={data}", "accelerator=cpu", "metrics=bleu,chrf",
-                 f"max_new_tokens={MAX_NEW}", "extract=raw", f"out={out}"])
+    common = [f"checkpoint={policy}", f"data={data}", "accelerator=cpu", "metrics=bleu,chrf",
+              f"max_new_tokens={MAX_NEW}"]
+    greedy_out = tmp_path / "greedy"
+    code = main([*common, f"out={greedy_out}"])
     err = capsys.readouterr().err
     assert code == 0, err
     assert f"generating 7 translations with vLLM (CPU) from {policy}" in err, err
-    segments = [json.loads(line) for line in (out / "segments.jsonl").read_text().splitlines()]
-    summary = json.loads((out / "summary.json").read_text())
+    summary = json.loads((greedy_out / "summary.json").read_text())
     assert summary["model_dir"] == str(policy) and summary["options"]["accelerator"] == "cpu"
-    greedy = [s["response"] for s in segments]
+    greedy = [s["response"] for s in _segments(greedy_out)]
     tok = AutoTokenizer.from_pretrained(policy, local_files_only=True)
     lengths = [len(tok(r, add_special_tokens=False)["input_ids"]) for r in greedy]
     # the random policy rarely stops by itself: max_new_tokens reached the engine and bounds every answer
     assert all(0 < n <= MAX_NEW for n in lengths) and MAX_NEW in lengths, lengths
 
-    # the same prompts straight through the loop env: greedy repeats itself, sampling with another seed does not
-    from src.evaluate.testset import read_testset
-    rows = read_testset(data)
-    conversations = [r.messages for r in rows]
-    engine = {"model": str(policy), "seed": 1, **cpu_env.engine_kwargs}
-    again = cpu_env.generate(engine, {"temperature": 0.0, "max_tokens": MAX_NEW, "seed": 1}, conversations, False)
-    sampled = cpu_env.generate(engine, {"temperature": 1.0, "max_tokens": MAX_NEW, "seed": 2}, conversations, False)
-    assert again == greedy
-    assert sampled != greedy and len(sampled) == len(rows)
+    # sampled, 3 answers a sentence (as verl validates with val_kwargs.n): a segment each, numbered
+    sampled = [*common, "samples=3", "temperature=1.0"]
+    assert main([*sampled, f"out={tmp_path / 'sampled'}"]) == 0, capsys.readouterr().err
+    assert "generating 21 translations (3 a sentence) with vLLM (CPU)" in capsys.readouterr().err
+    segments = _segments(tmp_path / "sampled")
+    assert [(s["index"], s["sample"]) for s in segments] == [(i, k) for i in range(7) for k in range(3)]
+    answers = [s["response"] for s in segments]
+    assert answers[::3] != greedy and any(len(set(answers[i:i + 3])) > 1 for i in range(0, 21, 3)), answers
+    # a baseline with one answer a sentence is not this evaluation's pair: refused before anything generates
+    assert main([*sampled, f"out={tmp_path / 'refused'}", f"baseline={greedy_out}"]) == 2
+    assert f"baseline: {greedy_out} scored 7 segments and this evaluation would score 21 (7 rows x samples=3)" \
+        in capsys.readouterr().err
+    assert not (tmp_path / "refused").exists()
+    # the same seed again, against the first: the same answers (vLLM's seeded sampling), every delta 0
+    assert main([*sampled, f"out={tmp_path / 'again'}", f"baseline={tmp_path / 'sampled'}"]) == 0
+    assert [s["response"] for s in _segments(tmp_path / "again")] == answers
+    versus = json.loads((tmp_path / "again" / "summary.json").read_text())["baseline"]
+    assert versus["metrics"] == ["bleu", "chrf", "format_ok"]
+    for row in versus["rows"].values():
+        assert all(result["delta"] == 0 and not result["significant"] for result in row.values()), row
     # the prompt is verl's rendering of the row (the plain concatenation when the run uses no chat template)
-    assert render_prompt(tok, rows[0].messages, False) == "".join(m["content"] for m in rows[0].messages)
+    from src.evaluate.testset import read_testset
+    row = read_testset(data)[0]
+    assert render_prompt(tok, row.messages, False) == "".join(m["content"] for m in row.messages)
 
 
 def test_a_model_vllm_cannot_load_is_one_line_and_nothing_written(policy, testset, tmp_path, capsys):
@@ -85,8 +103,12 @@ def test_a_model_vllm_cannot_load_is_one_line_and_nothing_written(policy, testse
     assert not out.exists()
 
 
-def test_accelerator_is_for_vllm_only(testset, capsys):
+def test_accelerator_and_samples_are_for_vllm_only(testset, capsys):
     data, responses = testset
+    assert main([f"data={data}", "generator=file", f"responses={responses}", "samples=2"]) == 2
+    assert "samples=2 is for generator=vllm" in capsys.readouterr().err
+    assert main([f"data={data}", "checkpoint=/m", "samples=4"]) == 2
+    assert "samples=4 with temperature=0: greedy decoding gives the same answer 4 times" in capsys.readouterr().err
     assert main([f"data={data}", "generator=file", f"responses={responses}", "accelerator=cpu"]) == 2
     assert "accelerator=cpu says where vLLM generates, and generator=file generates nothing" in capsys.readouterr().err
     assert main([f"data={data}", "checkpoint=/m", "accelerator=tpu"]) == 2
