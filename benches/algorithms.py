@@ -27,7 +27,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from src.pipeline.smoke import read_metrics  # noqa: E402
+from src.record.verl_metrics import read_metrics  # noqa: E402
 
 REWARD = "critic/score/mean"
 LOSS = "actor/pg_loss"

@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from src.pipeline import learning  # noqa: E402
-from src.pipeline.smoke import read_metrics  # noqa: E402
+from src.record.verl_metrics import read_metrics, val_value  # noqa: E402
 
 CONTROL_MODULES = "src.cpu_platform.register,tests.loop.flipped_estimator"
 CONTROL = ["algo.adv_estimator=grpo_flipped", f'accelerator.env.VERL_USE_EXTERNAL_MODULES="{CONTROL_MODULES}"']
@@ -77,8 +77,8 @@ def main(argv: list[str]) -> int:
             "exit": code, "seconds": round(seconds), "trained_rise": trained.rise, "held_out_rise": held.rise,
             "median_step_s": statistics.median(step_times) if step_times else None,
             "curve": {s: metrics[s][learning.TRAINED_METRIC] for s in steps},
-            "held_out": {s: learning.val_value(metrics[s], args.val_metric) for s in sorted(metrics)
-                         if learning.val_value(metrics[s], args.val_metric) is not None},
+            "held_out": {s: val_value(metrics[s], args.val_metric) for s in sorted(metrics)
+                         if val_value(metrics[s], args.val_metric) is not None},
         }
         print(f"{name:<16} exit {code}  {seconds:4.0f} s  trained rise {trained.rise:+.3f} "
               f"({trained.before:.3f} -> {trained.after:.3f})  held-out {args.val_metric} rise {held.rise:+.3f} "

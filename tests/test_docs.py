@@ -321,8 +321,8 @@ def named_files():
 # bare .py/.yaml names in comments are mostly verl's, comet's or Ray's files, cited on purpose.
 BARE = re.compile(r"(?<![\w./~$-])([A-Za-z][\w-]*\.md)\b(?![/\w])")
 # pages the project writes into run, sweep and evaluation dirs (src/report/summary.py,
-# src/report/compare_report.py, src/evaluate/outputs.py)
-WRITTEN_PAGES = {"summary.md", "compare.md", "scores.md"}
+# src/report/compare_report.py, src/evaluate/outputs.py, src/evaluate/run_results.py)
+WRITTEN_PAGES = {"summary.md", "compare.md", "scores.md", "results.md"}
 
 
 def bare_file_names():

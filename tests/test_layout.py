@@ -43,7 +43,8 @@ ALLOWED = {
     "slurm": {"config", "plan", "record"},
     "node": {"config", "plan", "record", "scorer", "slurm", "trainer"},
     "pipeline": {"config", "data", "node", "plan", "record", "report", "slurm", "verl_config"},
-    "evaluate": {"config", "data", "node", "plan", "rewards", "scorer"},
+    # + src.record: a run dir's snapshot (its checkpoint dir) and verl's metrics file (steps=best)
+    "evaluate": {"config", "data", "node", "plan", "record", "rewards", "scorer"},
     "launch": {"config", "pipeline"},
 }
 HYDRA_ADAPTER = SRC / "config" / "hydra_internal.py"

@@ -40,8 +40,9 @@ HEAVY = (
     "tests/launcher/test_group_combinations.py",
     "tests/launcher/test_smoke_tiny.py",
     "tests/env/",
-    # vLLM's CPU engine started four times in the CPU loop env (an evaluation's generation, about a minute)
+    # vLLM's CPU engine started in the CPU loop env for an evaluation's generation (about a minute each)
     "tests/evaluate/test_cpu_generation.py",
+    "tests/evaluate/test_runs.py::test_a_run_is_evaluated_at_every_step_into_one_table_and_plots",
 )
 
 

@@ -8,6 +8,7 @@ Nothing existing is replaced: `out=` must not exist yet (its parent must be writ
 default name gets -2, -3... when another evaluation took it in the same second.
 
     python -m src.evaluate checkpoint=results/.../global_step_200/actor data=data/flores/test.parquet
+    python -m src.evaluate run=outputs/multirun/<date> steps=all data=data/flores/test.parquet   # every checkpoint
 
 Steps, one module each: options (key=value arguments), checkpoint (HF dir or verl FSDP shards ->
 verl's model merger), testset (the parquet of src.data.prepare) or testsets (standard test sets as
@@ -16,7 +17,8 @@ released: WMT24++, WMT xml, FLORES-200, aligned text; a table row per set and di
 `<translate>` part, parsed as the reward parses it, or the raw answer), text_metrics (sacrebleu BLEU/chrF),
 qe_metrics (the QE scoring service through the reward's client), scorer_service (start that service when
 no URL is given), baseline and comparison (an earlier evaluation to test against, significance's paired
-bootstrap per row and metric), outputs (tables and jsonl).
+bootstrap per row and metric), outputs (tables and jsonl); with run=, runs (which checkpoints) and run_results
+(one table over their evaluations, each metric against the step).
 """
 from __future__ import annotations
 
@@ -48,6 +50,18 @@ def default_out(label: str) -> Path:
     return PROJECT_ROOT / "outputs" / "eval" / f"{_stamp()}_{label}"
 
 
+def check_out(out: Path, explicit: bool) -> None:
+    """`out` is new and its parent writable: found now, not after an hour of generation."""
+    from src.data.safe_write import writable_dir_problem
+
+    if explicit and (out.exists() or out.is_symlink()):
+        raise UsageError(f"out: {out} already exists; evaluate never replaces or writes into an existing "
+                         f"path: give a new out= (or leave out= unset for outputs/eval/<time>_<data>)")
+    problem = writable_dir_problem(out.parent)
+    if problem:
+        raise UsageError(f"out: cannot create {out}: {problem}")
+
+
 class Prepared:
     """Everything checked up front: what to generate with and where scores come from."""
 
@@ -62,7 +76,7 @@ class Prepared:
         self.sets = testsets.read_testsets(opts.testsets, opts.template) if opts.testsets else []
         label = "+".join(s.name for s in self.sets) if self.sets else Path(opts.data).stem
         self.out = Path(opts.out).expanduser() if opts.out else default_out(label)
-        self._check_out()
+        check_out(self.out, self.explicit_out)
         if self.sets:
             every_row = [r for s in self.sets for r in s.rows]
             self.rows = [r for s in self.sets for r in (s.rows[:opts.limit] if opts.limit else s.rows)]
@@ -93,17 +107,6 @@ class Prepared:
         self.scorer_url = self.scorer_token = self.scorer_plan = None
         if opts.qe_metrics:
             self._check_scorer()
-
-    def _check_out(self) -> None:
-        """`out` is new and its parent writable: found now, not after an hour of generation."""
-        from src.data.safe_write import writable_dir_problem
-
-        if self.explicit_out and (self.out.exists() or self.out.is_symlink()):
-            raise UsageError(f"out: {self.out} already exists; evaluate never replaces or writes into an existing "
-                             f"path: give a new out= (or leave out= unset for outputs/eval/<time>_<data>)")
-        problem = writable_dir_problem(self.out.parent)
-        if problem:
-            raise UsageError(f"out: cannot create {self.out}: {problem}")
 
     def _check_scorer(self) -> None:
         from . import qe_metrics, scorer_service
@@ -223,7 +226,10 @@ def _main(argv: list[str] | None) -> int:
               + "\n\nMore: docs/data-and-report.md (Evaluation)")
         return 0
     try:
-        prepared = Prepared(parse_options(argv))
+        opts = parse_options(argv)
+        if opts.run:
+            return _main_runs(opts)
+        prepared = Prepared(opts)
     except UsageError as exc:
         _say(f"evaluate: error: {exc}")
         return EXIT_BAD_INPUT
@@ -253,3 +259,47 @@ def _main(argv: list[str] | None) -> int:
     else:
         _say(f"wrote {written}")
     return 0
+
+
+def _main_runs(opts: EvalOptions) -> int:
+    """run=: every checkpoint found and checked before anything generates (UsageError), then each evaluated into
+    <out>/<run>/step_<N>/ in a temp dir beside `out`, the results table and plots over them added
+    (src/evaluate/run_results.py), and the whole dir published at the end: an interrupted or failed evaluation
+    leaves nothing."""
+    from dataclasses import replace
+
+    from src.data.safe_write import new_dir_beside, os_reason, publish_dir
+
+    from . import run_results, runs
+    from .outputs import print_table, write_outputs
+
+    found = runs.find(opts.run, opts.steps)
+    # each checkpoint's evaluation checked as checkpoint= is: its shards, its merge target, the baseline's segments
+    prepared = [(c, Prepared(replace(opts, run=[], steps="all", checkpoint=str(c.path), out=None))) for c in found]
+    out = Path(opts.out).expanduser() if opts.out else default_out("runs")
+    check_out(out, explicit=bool(opts.out))
+    _say(f"run=: {len(found)} checkpoint(s) to evaluate: "
+         + ", ".join(f"{c.run} step {c.step}" for c in found))
+    try:
+        with new_dir_beside(out) as tmp:
+            evaluations = []
+            for c, p in prepared:
+                _say(f"{c.run} step {c.step}: {c.path}")
+                rows, segments, summary = evaluate(p)
+                sub = tmp / c.run / f"step_{c.step}"
+                write_outputs(sub, rows, segments, summary, unique=False, trained_on=opts.trained_on)
+                evaluations.append((c.run, c.step, sub, rows, summary))
+            run_results.write(tmp, evaluations, opts.trained_on)
+            written = publish_dir(tmp, out, unique=not opts.out)
+    except RuntimeError as exc:  # as one evaluation's: the merger, the scorer, vLLM
+        _say(f"evaluate: error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}; nothing was written")
+        return EXIT_FAILED
+    except OSError as exc:
+        _say(f"evaluate: error: cannot write {out}: {os_reason(exc)}; nothing was written")
+        return EXIT_FAILED
+    rows, versus = run_results.combined(evaluations)
+    print_table(rows, title=f"{len(found)} checkpoint(s) of {', '.join(opts.run)}", trained_on=opts.trained_on,
+                versus=versus)
+    _say(f"wrote {written}")
+    return 0
+

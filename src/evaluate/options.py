@@ -50,6 +50,12 @@ class _Options:
     # dir, or a checkpoint root holding latest_checkpointed_iteration.txt. Not needed with
     # generator=file or hypotheses=.
     checkpoint: Optional[str] = None
+    # or the checkpoints of training runs, comma-separated: run dirs, sweep dirs (every run in them) or checkpoint
+    # dirs, each checkpoint `steps` picks evaluated as checkpoint= is, into <out>/<run>/step_<N>/, with one
+    # results table over them (results.md/csv/json) and each metric plotted against the step
+    run: list = field(default_factory=list)
+    # with run=: all (every saved step) | last | best (the highest validation reward) | N[,N...]
+    steps: str = "all"
     # test set: a parquet written by `python -m src.data.prepare`
     data: Optional[str] = None
     # or standard test sets as released, comma-separated (src/evaluate/testsets.py): a WMT24++ jsonl, a WMT
@@ -153,6 +159,11 @@ def _convert(key: str, raw: str):
         if not specs:
             raise UsageError("testsets: empty; give FILE[,FILE...] (e.g. testsets=wmt24pp/en-zh_CN.jsonl)")
         return specs
+    if key == "run":
+        specs = [v.strip() for v in raw.strip("[]").split(",") if v.strip()]
+        if not specs:
+            raise UsageError("run: empty; give DIR[,DIR...] (a run dir, a sweep dir or a checkpoint dir)")
+        return specs
     if key in ("metrics", "trained_on"):
         values = [v.strip().lower() for v in raw.strip("[]").split(",") if v.strip()]
         bad = [v for v in values if v not in ALL_METRICS]
@@ -195,6 +206,13 @@ def parse_options(tokens: list[str]) -> EvalOptions:
     return opts
 
 
+def steps_problem(steps: str) -> str | None:
+    """Why `steps=` is not all, last, best or N[,N...] (src/evaluate/runs.py picks them); None when it is."""
+    if steps in ("all", "last", "best") or all(s.strip().isdigit() for s in steps.split(",")):
+        return None
+    return f"steps={steps!r}; give all, last, best or step numbers (steps=100,200)"
+
+
 def _check(o: EvalOptions) -> None:
     """Value checks that need no file system (paths are checked by the CLI)."""
     if o.generator not in GENERATORS:
@@ -221,7 +239,15 @@ def _check(o: EvalOptions) -> None:
                          f"trained with (its data group's template), got {o.template or 'none'}{unused}")
     if o.template and not o.testsets:
         raise UsageError("template= is for testsets= only: a data= parquet carries the template it was prepared with")
-    if o.generator == "vllm" and not o.checkpoint:
+    if o.run and (o.checkpoint or o.generator != "vllm"):
+        raise UsageError("run= names the checkpoints to generate with; give run= or checkpoint= (or a responses/"
+                         "hypotheses file), not both")
+    if o.steps != "all" and not o.run:
+        raise UsageError(f"steps={o.steps} picks the checkpoints of run=, which is not given; add run= or drop steps=")
+    problem = steps_problem(o.steps)
+    if problem:
+        raise UsageError(problem)
+    if o.generator == "vllm" and not o.checkpoint and not o.run:
         raise UsageError("checkpoint= is required with generator=vllm (an HF model dir or a verl "
                          "global_step_N/actor dir)")
     if o.generator == "file" and not o.responses:

@@ -26,6 +26,9 @@ from .significance import CORPUS_METRICS
 # (key in a direction's row, column header, decimals); a column shows only when some row has it.
 # A backend's own metric (on a scale of its own) says its label and scale in its header, after the rest.
 COLUMNS = (
+    # run= (src/evaluate/run_results.py): which run and step a row of its results table evaluated
+    ("run", "run", None),
+    ("step", "step", None),
     ("direction", "direction", None),
     ("segments", "segments", None),
     ("format_ok", "format ok %", 1),
@@ -95,8 +98,13 @@ def _name(metric: str) -> str:
     return OWN_METRICS[metric].label if metric in OWN_METRICS else _HEADERS[metric]
 
 
+def _compared(versus: dict, row: dict) -> dict:
+    """A table row's comparisons with the baseline, by metric (run=: its results rows carry their own key)."""
+    return versus["rows"].get(row.get("versus_key", row["direction"]), {})
+
+
 def _delta_cell(versus: dict, row: dict, metric: str, decimals: int) -> str:
-    result = versus["rows"].get(row["direction"], {}).get(metric)
+    result = _compared(versus, row).get(metric)
     if result is None:  # no segment of this row has both systems' score (a QE score the service gave as NaN)
         return ""
     return f"{result['delta']:+.{decimals}f}{'*' if result['significant'] else ''} (p={result['p_value']:.3f})"
@@ -130,7 +138,7 @@ def csv_table(rows: list[dict], versus: dict | None = None) -> str:
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow([k for k, _, _ in cols] + [f"{what}_{m}" for m in deltas for what in ("delta", "p")])
     for r in rows:
-        compared = versus["rows"].get(r["direction"], {}) if versus else {}
+        compared = _compared(versus, r) if versus else {}
         writer.writerow(["" if r.get(k) is None else r[k] for k, _, _ in cols]
                         + ["" if m not in compared else compared[m][key] for m in deltas
                            for key in ("delta", "p_value")])

@@ -14,12 +14,12 @@ advantage's sign flipped (tests/loop/flipped_estimator.py) must fail it: the che
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from src.record.verl_metrics import read_metrics, val_value
+
 from .errors import RunError
-from .smoke import read_metrics
 
 TRAINED_METRIC = "critic/score/mean"
 VERDICT_FILE = "learn_verdict.txt"
@@ -75,19 +75,6 @@ def trained_rise(metrics: dict[int, dict], window: int, needed: float) -> Rise:
                 _mean([metrics[s][TRAINED_METRIC] for s in last]), needed,
                 f"steps {first[0]}-{first[-1]} vs {last[0]}-{last[-1]}" if first else
                 f"{len(steps)} steps logged, {2 * window} needed")
-
-
-def val_value(row: dict, metric: str) -> float | None:
-    """The mean over data sources of val-aux/<source>/<metric>/mean@N in one step's row, N the samples per
-    validation prompt (verl/trainer/ppo/metric_utils.py process_validation_metrics also logs mean@n for n
-    below N, over subsets: the largest N is the mean over all samples). None: not logged at that step."""
-    pattern = re.compile(rf"^val-aux/(.+)/{re.escape(metric)}/mean@(\d+)$")
-    per_source: dict[str, tuple[int, float]] = {}
-    for key, v in row.items():
-        m = pattern.match(key)
-        if m and isinstance(v, (int, float)) and int(m.group(2)) > per_source.get(m.group(1), (0, 0.0))[0]:
-            per_source[m.group(1)] = (int(m.group(2)), v)
-    return _mean([v for _, v in per_source.values()]) if per_source else None
 
 
 def val_rise(metrics: dict[int, dict], metric: str, needed: float) -> Rise:

@@ -27,6 +27,7 @@ from typing import Callable
 
 from src.config import CODE_ROOT
 from src.record import snapshot
+from src.record.verl_metrics import read_metrics
 
 from .errors import RunError
 
@@ -60,21 +61,6 @@ class Stage:
 
 def requested(composed: dict) -> bool:
     return bool(composed.get("smoke"))
-
-
-def read_metrics(path: Path) -> dict[int, dict]:
-    """verl's file logger rows ({"step": N, "data": {...}}) merged per step."""
-    steps: dict[int, dict] = {}
-    if not path.is_file():
-        return steps
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            row = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(row, dict) and isinstance(row.get("step"), int):
-            steps.setdefault(row["step"], {}).update(row.get("data") or {})
-    return steps
 
 
 def _finite(value) -> bool:

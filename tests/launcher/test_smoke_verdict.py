@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from src.pipeline import smoke
+from src.record.verl_metrics import read_metrics
 
 GOOD = {"response_length/mean": 24.5, "critic/score/mean": 0.31, "critic/score/min": -0.2,
         "critic/score/max": 0.74, "actor/pg_loss": -0.013, "actor/grad_norm": 0.41,
@@ -22,7 +23,7 @@ def _verdict(tmp_path: Path, *steps: dict) -> dict[str, smoke.Stage]:
     path = tmp_path / f"metrics-{len(list(tmp_path.glob('metrics-*')))}" / "run.jsonl"
     path.parent.mkdir()
     path.write_text("".join(json.dumps({"step": i, "data": d}) + "\n" for i, d in enumerate(steps, 1)))
-    return {s.name: s for s in smoke.metric_stages(smoke.read_metrics(path), path)}
+    return {s.name: s for s in smoke.metric_stages(read_metrics(path), path)}
 
 
 def test_a_step_whose_answers_differ_and_whose_weights_moved_and_synced_passes_naming_each_metric(tmp_path):

@@ -8,16 +8,27 @@ reward on held-out sentences both rise by more than their margins (set above the
 benches/learn.py). The control is the same run with the advantage's sign flipped by a test-only estimator
 registered in verl's registry (flipped_estimator.py): every part still runs, each update pushes away from
 what the reward prefers, and the same verdict must say FAIL. Both share one build of the taught policy.
+
+Then each run's last checkpoint is evaluated as a researcher would (`python -m src.evaluate`, issue 49, item 8):
+against the policy it started from (the taught, untrained one) on the 48 held-out sentences, generated the way the
+run validates (4 answers a sentence at temperature 1) with vLLM's CPU build, the paired bootstrap says whether it
+gained on what it trained (the format, BLEU): the learning run does, significantly; the control does not. Greedy
+BLEU/chrF are printed beside, whatever they show (greedy answers hide what GRPO changes first: benches/RESULTS.md).
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
+import sacrebleu
 import yaml
 
+from src.config import compose_config
+from src.evaluate.cli import main as evaluate
 from src.pipeline import learning
-from src.pipeline.smoke import read_metrics
-from tests.helpers.launches import metrics_files
+from src.record.verl_metrics import read_metrics
+from tests.helpers.launches import checkpoint_dir, metrics_files
 
 from .flipped_estimator import NAME as FLIPPED
 
@@ -37,7 +48,59 @@ def _metrics(run_dir: Path) -> dict[int, dict]:
     return read_metrics(path)
 
 
-def test_learn_tiny_learns_on_the_cpu_and_its_report_shows_the_curve(cpu_loop, taught_build):
+# what the run trained: the share of well-formed answers and BLEU (format + sentence BLEU is its reward)
+TRAINED = ("format_ok", "bleu")
+# as learn_tiny validates (conf/experiment/learn_tiny.yaml val_kwargs: 4 samples at temperature 1)
+SAMPLED = ("samples=4", "temperature=1.0")
+
+
+class Evaluations:
+    """`python -m src.evaluate` on learn_tiny's held-out sentences, as the run's config has them (its data group's
+    val_files, response length and chat template), with vLLM's CPU build; the untrained taught policy's
+    evaluations (sampled and greedy) made once, as every checkpoint's baseline."""
+
+    def __init__(self, build: Path, root: Path):
+        composed = compose_config(["experiment=learn_tiny", "accelerator=cpu", f"model.build_dir={build}"])
+        self.root, self.base_model = root, composed["model"]["path"]
+        self.common = [f"data={composed['data']['val_files']}", "accelerator=cpu", "metrics=bleu,chrf",
+                       f"max_new_tokens={composed['data']['max_response_length']}",
+                       f"chat_template={str(composed['model']['use_chat_template']).lower()}"]
+        self._bases: dict[str, Path] = {}
+
+    def base(self, how: str) -> Path:
+        if how not in self._bases:
+            self._bases[how] = self.run(self.base_model, f"base-{how}", how)
+        return self._bases[how]
+
+    def run(self, checkpoint, name: str, how: str, versus_base: bool = False) -> Path:
+        out = self.root / name
+        extra = list(SAMPLED) if how == "sampled" else []
+        if versus_base:
+            extra.append(f"baseline={self.base(how)}")
+        assert evaluate([f"checkpoint={checkpoint}", *self.common, *extra, f"out={out}"]) == 0, name
+        return out
+
+    def versus_base(self, checkpoint, name: str, how: str) -> dict:
+        """The comparison with the base of the held-out row (zh-en), metric -> summary.json's comparison."""
+        out = self.run(checkpoint, name, how, versus_base=True)
+        return json.loads((out / "summary.json").read_text())["baseline"]["rows"]["zh-en"]
+
+
+def _segments(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "segments.jsonl").read_text().splitlines()]
+
+
+def _shown(found: dict) -> str:
+    return ", ".join(f"{m} {r['baseline']:.1f} -> {r['system']:.1f} ({r['delta']:+.2f}, p={r['p_value']:.3f})"
+                     for m, r in found.items())
+
+
+@pytest.fixture(scope="module")
+def evaluations(taught_build, tmp_path_factory) -> Evaluations:
+    return Evaluations(taught_build, tmp_path_factory.mktemp("learn-eval"))
+
+
+def test_learn_tiny_learns_on_the_cpu_and_its_report_shows_the_curve(cpu_loop, taught_build, evaluations):
     run = cpu_loop(["experiment=learn_tiny", f"model.build_dir={taught_build}"], timeout_s=TIMEOUT_S)
     print(f"learn_tiny on the CPU loop (builds + 20 steps + 5 validations): {run.seconds:.0f} s")
     out = run.output
@@ -77,8 +140,24 @@ def test_learn_tiny_learns_on_the_cpu_and_its_report_shows_the_curve(cpu_loop, t
     assert train.split("|")[-2].strip() == "20" and held.split("|")[-2].strip() == "5", (train, held)
     assert report.files["rewards"].stat().st_size > 0
 
+    # its last checkpoint against the policy it started from, on the held-out sentences, sampled as validated
+    last = checkpoint_dir(run_dir)  # the evaluation takes the step latest_checkpointed_iteration.txt names
+    found = evaluations.versus_base(last, "learned-sampled", "sampled")
+    print(f"learn_tiny step 20 against the taught policy, sampled: {_shown(found)}")
+    gains = [m for m in TRAINED if found[m]["significant"] and found[m]["delta"] > 0]
+    assert gains, found
+    # the BLEU delta, recomputed with sacrebleu itself from both evaluations' answers
+    ours, theirs = _segments(evaluations.root / "learned-sampled"), _segments(evaluations.base("sampled"))
+    assert len(ours) == len(theirs) == 48 * 4
+    bleu = [sacrebleu.corpus_bleu([s["translation"] for s in segs], [[s["ref"] for s in segs]]).score
+            for segs in (ours, theirs)]
+    assert found["bleu"]["delta"] == pytest.approx(bleu[0] - bleu[1], abs=1e-6), (found["bleu"], bleu)
+    greedy = evaluations.versus_base(last, "learned-greedy", "greedy")
+    print(f"learn_tiny step 20 against the taught policy, greedy: {_shown(greedy)}")
+    assert {"bleu", "chrf"} <= set(greedy)
 
-def test_the_same_run_with_the_advantage_sign_flipped_does_not_learn(cpu_loop, taught_build):
+
+def test_the_same_run_with_the_advantage_sign_flipped_does_not_learn(cpu_loop, taught_build, evaluations):
     # the launcher checks the estimator against verl's registry, the trainer's processes use it: both import it
     modules = f"src.cpu_platform.register,tests.loop.flipped_estimator"
     run = cpu_loop(["experiment=learn_tiny", f"model.build_dir={taught_build}", f"algo.adv_estimator={FLIPPED}",
@@ -100,3 +179,7 @@ def test_the_same_run_with_the_advantage_sign_flipped_does_not_learn(cpu_loop, t
     scores = [metrics[s][learning.TRAINED_METRIC] for s in sorted(metrics) if learning.TRAINED_METRIC in metrics[s]]
     assert len(scores) == 20  # it trained every step: the control differs in the update's direction only
     assert sum(scores[-5:]) / 5 - sum(scores[:5]) / 5 < 0.3, scores
+
+    found = evaluations.versus_base(checkpoint_dir(run_dir), "control-sampled", "sampled")
+    print(f"learn_tiny control step 20 against the taught policy, sampled: {_shown(found)}")
+    assert not [m for m in TRAINED if found[m]["significant"] and found[m]["delta"] > 0], found

@@ -40,7 +40,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from src.pipeline.smoke import read_metrics
+from src.record.verl_metrics import read_metrics
 from src.trainer import time_limit
 from tests.helpers.launches import checkpoint_dir, metrics_files
 from tests.helpers.loop_processes import launcher_pid

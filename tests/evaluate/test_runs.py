@@ -1,0 +1,128 @@
+"""run= (issue 49, item 1): the checkpoints of run dirs, sweep dirs or checkpoint dirs, picked by steps=, each
+evaluated as checkpoint= is, one results table over them and each metric plotted against the step.
+
+The runs here are laid out as the launcher and verl write them: a sweep dir of run dirs whose snapshot's plan.json
+names each checkpoint dir, verl's global_step_N/actor with its huggingface/ dir (the tiny policy the CPU loop trains,
+so nothing is merged), latest_checkpointed_iteration.txt and the file logger's metrics with validation rows. The
+generation is real (vLLM's CPU build in the loop env, accelerator=cpu).
+"""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from src.evaluate import runs
+from src.evaluate.cli import main
+from src.evaluate.options import UsageError
+from src.tiny_models.policy import ensure_built
+
+VAL = "val-aux/tiny/score/mean@4"
+
+
+@pytest.fixture(scope="module")
+def policy(tmp_path_factory):
+    out = tmp_path_factory.mktemp("runs-policy") / "policy"
+    ensure_built(out)
+    return out
+
+
+def _checkpoint_dir(root, policy, steps: list[int], val: dict[int, float] | None = None):
+    """verl's checkpoint dir with the tiny policy saved at `steps`, the tracker at the last, validation rows."""
+    root.mkdir(parents=True)
+    for step in steps:
+        actor = root / f"global_step_{step}" / "actor"
+        actor.mkdir(parents=True)
+        (actor / "fsdp_config.json").write_text(json.dumps({"FSDP_version": 2, "world_size": 1}))
+        shutil.copytree(policy, actor / "huggingface")
+    (root / "latest_checkpointed_iteration.txt").write_text(str(steps[-1]))
+    if val:
+        (root / "metrics").mkdir()
+        (root / "metrics" / "run.jsonl").write_text("".join(
+            json.dumps({"step": s, "data": {VAL: v, "critic/score/mean": 0.0}}) + "\n" for s, v in val.items()))
+    return root
+
+
+def _run_dir(root, ckpt):
+    (root / "snapshot").mkdir(parents=True)
+    (root / "snapshot" / "plan.json").write_text(json.dumps({"checkpoint_dir": str(ckpt)}))
+    return root
+
+
+@pytest.fixture
+def sweep(tmp_path, policy):
+    """A sweep of two runs: a saved steps 2 and 4 (its validation reward best at 2), b step 4 only (no metrics)."""
+    a = _checkpoint_dir(tmp_path / "results" / "a", policy, [2, 4], val={0: 0.1, 2: 0.5, 4: 0.2})
+    b = _checkpoint_dir(tmp_path / "results" / "b", policy, [4])
+    _run_dir(tmp_path / "sweep" / "0_a", a)
+    _run_dir(tmp_path / "sweep" / "1_b", b)
+    (tmp_path / "sweep" / "summary.json").write_text("{}")
+    return tmp_path / "sweep", a, b
+
+
+def _picked(found):
+    return [(c.run, c.step) for c in found]
+
+
+def test_steps_pick_each_runs_checkpoints(sweep):
+    folder, a, b = sweep
+    assert _picked(runs.find([str(folder)], "all")) == [("0_a", 2), ("0_a", 4), ("1_b", 4)]
+    assert _picked(runs.find([str(folder)], "last")) == [("0_a", 4), ("1_b", 4)]
+    assert _picked(runs.find([str(folder / "0_a")], "best")) == [("0_a", 2)]
+    assert runs.find([str(a)], "4")[0].path == a / "global_step_4"   # a checkpoint dir itself
+    with pytest.raises(UsageError, match="1_b validated at none of its saved steps \\[4\\]; name the steps"):
+        runs.find([str(folder)], "best")
+    with pytest.raises(UsageError, match="1_b saved no step 2 \\(it saved \\[4\\]\\)"):
+        runs.find([str(folder)], "2,4")
+    with pytest.raises(UsageError, match="name one run twice"):
+        runs.find([str(folder), str(folder / "0_a")], "all")
+    with pytest.raises(UsageError, match="is neither a run dir"):
+        runs.find([str(folder.parent / "results")], "all")
+
+
+@pytest.mark.parametrize("args, says", [
+    (["steps=last"], "steps=last picks the checkpoints of run=, which is not given"),
+    (["run=x", "steps=lastest"], "steps='lastest'; give all, last, best or step numbers"),
+    (["run=x", "checkpoint=y"], "give run= or checkpoint="),
+])
+def test_bad_run_options_are_one_line(testset, args, says, capsys):
+    data, _ = testset
+    assert main([f"data={data}", *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0], err
+
+
+def test_a_run_is_evaluated_at_every_step_into_one_table_and_plots(sweep, testset, tmp_path, capsys):
+    folder, a, _ = sweep
+    data, responses = testset
+    # the baseline: an earlier evaluation of the same rows (here canned answers: no generation)
+    assert main([f"data={data}", "generator=file", f"responses={responses}", "metrics=bleu,chrf",
+                 f"out={tmp_path / 'base'}"]) == 0
+    out = tmp_path / "eval"
+    out.mkdir()
+    common = [f"run={folder / '0_a'}", f"data={data}", "accelerator=cpu", "metrics=bleu,chrf", "max_new_tokens=8",
+              f"baseline={tmp_path / 'base'}"]
+    assert main([*common, f"out={out}"]) == 2   # an existing out is refused before anything runs
+    assert "already exists" in capsys.readouterr().err
+    out.rmdir()
+    assert main([*common, f"out={out}"]) == 0, capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "run=: 2 checkpoint(s) to evaluate: 0_a step 2, 0_a step 4" in err, err
+    for step in (2, 4):
+        summary = json.loads((out / "0_a" / f"step_{step}" / "summary.json").read_text())
+        assert summary["checkpoint"] == str(a / f"global_step_{step}")
+    results = json.loads((out / "results.json").read_text())
+    assert [(e["run"], e["step"], e["dir"]) for e in results["evaluations"]] == [
+        ("0_a", 2, "0_a/step_2"), ("0_a", 4, "0_a/step_4")]
+    assert {r["direction"] for e in results["evaluations"] for r in e["rows"]} == {"zh-en", "en-zh"}
+    assert set(results["evaluations"][0]["baseline"]["zh-en"]) == {"bleu", "chrf", "format_ok"}
+    table = (out / "results.md").read_text().splitlines()
+    assert table[0].startswith("| run | step | direction | segments |") and "| ΔBLEU | ΔchrF |" in table[0]
+    assert len([line for line in table if line.startswith("| 0_a |")]) == 4   # 2 steps x 2 directions
+    # a row's delta is its own evaluation's: the same checkpoint twice, the same numbers
+    rows = [line for line in table if line.startswith("| 0_a | 2 | zh-en")] + \
+        [line for line in table if line.startswith("| 0_a | 4 | zh-en")]
+    assert rows[0].split("|")[4:] == rows[1].split("|")[4:], rows
+    assert (out / "bleu_by_step.png").stat().st_size > 0 and (out / "format_ok_by_step.png").is_file()
+    assert not list(tmp_path.glob(".eval.*"))   # the temp dir it was built in is gone
