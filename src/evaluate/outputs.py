@@ -121,12 +121,20 @@ def versus_note(versus: dict) -> str:
             f"* p < {versus['alpha']:g}.")
 
 
-def markdown_table(rows: list[dict], trained_on: list[str] | None = None, versus: dict | None = None) -> str:
+def table_cells(rows: list[dict], trained_on: list[str] | None = None,
+                versus: dict | None = None) -> tuple[list[tuple[str, bool]], list[list[str]]]:
+    """The table as text: its headers (with whether the column holds numbers, right-aligned) and its rows' cells."""
     cols, deltas = _columns(rows, trained_on), _delta_columns(versus)
-    lines = ["| " + " | ".join([h for _, h, _ in cols] + [h for _, h, _ in deltas]) + " |",
-             "| " + " | ".join(["---" if d is None else "---:" for _, _, d in cols] + ["---:"] * len(deltas)) + " |"]
-    lines += ["| " + " | ".join([_cell(r, k, d) for k, _, d in cols]
-                                + [_delta_cell(versus, r, m, d) for m, _, d in deltas]) + " |" for r in rows]
+    headers = [(h, d is not None) for _, h, d in cols] + [(h, True) for _, h, _ in deltas]
+    return headers, [[_cell(r, k, d) for k, _, d in cols] + [_delta_cell(versus, r, m, d) for m, _, d in deltas]
+                     for r in rows]
+
+
+def markdown_table(rows: list[dict], trained_on: list[str] | None = None, versus: dict | None = None) -> str:
+    headers, cells = table_cells(rows, trained_on, versus)
+    lines = ["| " + " | ".join(h for h, _ in headers) + " |",
+             "| " + " | ".join("---:" if number else "---" for _, number in headers) + " |"]
+    lines += ["| " + " | ".join(row) + " |" for row in cells]
     return "\n".join(lines) + "\n" + (f"\n{versus_note(versus)}\n" if versus else "")
 
 

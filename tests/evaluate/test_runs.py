@@ -125,4 +125,6 @@ def test_a_run_is_evaluated_at_every_step_into_one_table_and_plots(sweep, testse
         [line for line in table if line.startswith("| 0_a | 4 | zh-en")]
     assert rows[0].split("|")[4:] == rows[1].split("|")[4:], rows
     assert (out / "bleu_by_step.png").stat().st_size > 0 and (out / "format_ok_by_step.png").is_file()
+    page = (out / "results.html").read_text()
+    assert page.count("<tr>") == 1 + 4 and "<th class=n>ΔBLEU</th>" in page and '<img src="bleu_by_step.png"' in page
     assert not list(tmp_path.glob(".eval.*"))   # the temp dir it was built in is gone
