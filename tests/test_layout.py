@@ -31,7 +31,8 @@ ALLOWED = {
     # model kind -> metric and /score item building the service and its clients share, one copy
     "rewards": {"data", "scorer"},
     # + src.record: the snapshot's file names, the identity file and the sweep summary it compares runs by
-    "report": {"data", "record", "scorer"},
+    # + src.evaluate: where run= evaluations of a sweep lie and their files' names (shown beside the curves)
+    "report": {"data", "evaluate", "record", "scorer"},
     # config.dotted.flatten: the one flatten, shared with the run identity (record)
     # + src.scorer KINDS and the backends' descriptors (stdlib + PyYAML): a QE model's backend sizes its memory
     "plan": {"config", "rewards", "scorer"},

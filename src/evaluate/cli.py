@@ -42,12 +42,18 @@ def _stamp() -> str:
     return dt.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
 
 
-def default_out(label: str) -> Path:
-    """outputs/eval/<time>_<label> (the data file's stem, or the test sets' names); write_outputs makes it
-    unique (-2, -3...) when taken."""
+def default_out(label: str, under: Path | None = None) -> Path:
+    """outputs/eval/<time>_<label> (the data file's stem, or the test sets' names), or <under>/eval/<time>_<label>;
+    write_outputs makes it unique (-2, -3...) when taken."""
     from src.config import PROJECT_ROOT
 
-    return PROJECT_ROOT / "outputs" / "eval" / f"{_stamp()}_{label}"
+    from .run_results import EVAL_DIR
+
+    return (under or PROJECT_ROOT / "outputs") / EVAL_DIR / f"{_stamp()}_{label}"
+
+
+def _label(opts: EvalOptions, sets: list) -> str:
+    return "+".join(s.name for s in sets) if sets else Path(opts.data).stem
 
 
 def check_out(out: Path, explicit: bool) -> None:
@@ -74,8 +80,7 @@ class Prepared:
         self.explicit_out = bool(opts.out)
         # testsets=: every set read whole (rows numbered on over the sets), `limit` rows of each evaluated
         self.sets = testsets.read_testsets(opts.testsets, opts.template) if opts.testsets else []
-        label = "+".join(s.name for s in self.sets) if self.sets else Path(opts.data).stem
-        self.out = Path(opts.out).expanduser() if opts.out else default_out(label)
+        self.out = Path(opts.out).expanduser() if opts.out else default_out(_label(opts, self.sets))
         check_out(self.out, self.explicit_out)
         if self.sets:
             every_row = [r for s in self.sets for r in s.rows]
@@ -274,9 +279,19 @@ def _main_runs(opts: EvalOptions) -> int:
     from .outputs import print_table, write_outputs
 
     found = runs.find(opts.run, opts.steps)
+
+    def trained_on(c: runs.RunCheckpoint) -> list:
+        """trained_on= as given, else what the checkpoint's run trained on, of the metrics computed."""
+        return list(opts.trained_on) or [m for m in (c.trained_on or ()) if m in opts.metrics]
     # each checkpoint's evaluation checked as checkpoint= is: its shards, its merge target, the baseline's segments
-    prepared = [(c, Prepared(replace(opts, run=[], steps="all", checkpoint=str(c.path), out=None))) for c in found]
-    out = Path(opts.out).expanduser() if opts.out else default_out("runs")
+    prepared = [(c, Prepared(replace(opts, run=[], steps="all", checkpoint=str(c.path), out=None,
+                                     trained_on=trained_on(c)))) for c in found]
+    # the results table marks its columns where every run trained on the same metrics
+    marks = {tuple(p.opts.trained_on) for _, p in prepared}
+    table_trained_on = list(marks.pop()) if len(marks) == 1 else None
+    # by default into the run's or sweep's own eval/ (where python -m src.report shows it beside the curves)
+    out = Path(opts.out).expanduser() if opts.out else default_out(_label(opts, prepared[0][1].sets),
+                                                                   runs.home(opts.run))
     check_out(out, explicit=bool(opts.out))
     _say(f"run=: {len(found)} checkpoint(s) to evaluate: "
          + ", ".join(f"{c.run} step {c.step}" for c in found))
@@ -287,9 +302,9 @@ def _main_runs(opts: EvalOptions) -> int:
                 _say(f"{c.run} step {c.step}: {c.path}")
                 rows, segments, summary = evaluate(p)
                 sub = tmp / c.run / f"step_{c.step}"
-                write_outputs(sub, rows, segments, summary, unique=False, trained_on=opts.trained_on)
+                write_outputs(sub, rows, segments, summary, unique=False, trained_on=p.opts.trained_on)
                 evaluations.append((c.run, c.step, sub, rows, summary))
-            run_results.write(tmp, evaluations, opts.trained_on)
+            run_results.write(tmp, evaluations, table_trained_on)
             written = publish_dir(tmp, out, unique=not opts.out)
     except RuntimeError as exc:  # as one evaluation's: the merger, the scorer, vLLM
         _say(f"evaluate: error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}; nothing was written")
@@ -298,7 +313,7 @@ def _main_runs(opts: EvalOptions) -> int:
         _say(f"evaluate: error: cannot write {out}: {os_reason(exc)}; nothing was written")
         return EXIT_FAILED
     rows, versus = run_results.combined(evaluations)
-    print_table(rows, title=f"{len(found)} checkpoint(s) of {', '.join(opts.run)}", trained_on=opts.trained_on,
+    print_table(rows, title=f"{len(found)} checkpoint(s) of {', '.join(opts.run)}", trained_on=table_trained_on,
                 versus=versus)
     _say(f"wrote {written}")
     return 0

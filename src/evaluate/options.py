@@ -52,7 +52,8 @@ class _Options:
     checkpoint: Optional[str] = None
     # or the checkpoints of training runs, comma-separated: run dirs, sweep dirs (every run in them) or checkpoint
     # dirs, each checkpoint `steps` picks evaluated as checkpoint= is, into <out>/<run>/step_<N>/, with one
-    # results table over them (results.md/csv/json) and each metric plotted against the step
+    # results table over them (results.md/html/csv/json) and each metric plotted against the step; out defaults to
+    # <the run or sweep dir>/eval/<time>_<data stem>, where `python -m src.report` shows it
     run: list = field(default_factory=list)
     # with run=: all (every saved step) | last | best (the highest validation reward) | N[,N...]
     steps: str = "all"

@@ -11,6 +11,8 @@ from .options import ALL_METRICS
 from .outputs import csv_table, markdown_table, table_cells, versus_note
 
 RESULTS_MD, RESULTS_HTML, RESULTS_CSV, RESULTS_JSON = "results.md", "results.html", "results.csv", "results.json"
+# where run= of one run or sweep dir writes by default: <that dir>/eval/<time>_<test set>/
+EVAL_DIR = "eval"
 # every metric a table row may hold, and the share of well-formed answers
 PLOTTED = ("format_ok", *ALL_METRICS)
 

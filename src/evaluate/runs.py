@@ -9,6 +9,8 @@ dir (what `--multirun` wrote: every run dir in it), or a checkpoint dir itself (
   file (verl's file logger, `<checkpoint dir>/metrics/*.jsonl`), averaged over data sources; a run that validated
   at none of its saved steps is refused;
 - N[,N...]: those steps, each of which every run must have saved.
+A run dir's reward (its snapshot's verl config) says which metrics the run trained on: its columns are marked
+*trained* or *held out* unless trained_on= says otherwise.
 """
 from __future__ import annotations
 
@@ -16,8 +18,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from src.record import snapshot
+from src.record import snapshot, yaml_files
+from src.record.reward_weights import train_weights_of
 from src.record.verl_metrics import read_metrics, val_value
+from src.rewards.components import trained_metrics
 
 from .checkpoint import LATEST_FILE
 from .errors import UsageError
@@ -33,6 +37,18 @@ class RunCheckpoint:
     run: str       # the run's name: its dir's name (with its parent's where two runs share one)
     step: int
     path: Path     # its global_step_N dir
+    # the metrics its run's reward trained on (its snapshot's verl config); None: not known (a checkpoint dir)
+    trained_on: tuple[str, ...] | None = None
+
+
+def _trained_on(run_dir: Path) -> tuple[str, ...] | None:
+    """What a run dir's training reward weighted, as evaluation metrics (src/rewards/components.py)."""
+    path = run_dir / snapshot.SNAPSHOT / snapshot.VERL_CONFIG
+    try:
+        weights = train_weights_of(yaml_files.load(path.read_text(encoding="utf-8")) or {})
+    except (OSError, ValueError, AttributeError):
+        return None
+    return tuple(trained_metrics(weights)) if weights is not None else None
 
 
 def _saved_steps(ckpt_dir: Path) -> list[int]:
@@ -111,6 +127,16 @@ def pick(ckpt_dir: Path, steps: str, where: str) -> list[int]:
     return wanted
 
 
+def home(specs: list[str]) -> Path | None:
+    """The one run or sweep dir `specs` name, whose `eval/` holds their evaluation by default (where
+    `python -m src.report` finds it: src/report/evaluations.py); None for a checkpoint dir or several specs."""
+    if len(specs) != 1:
+        return None
+    path = Path(specs[0]).expanduser()
+    runs = _runs(specs[0])
+    return None if runs == [(path, path)] else path
+
+
 def find(specs: list[str], steps: str) -> list[RunCheckpoint]:
     """Every checkpoint `steps` picks of every run the specs name, in the order given, steps ascending."""
     runs = [run for spec in specs for run in _runs(spec)]
@@ -118,7 +144,9 @@ def find(specs: list[str], steps: str) -> list[RunCheckpoint]:
     found = []
     for named_by, ckpt_dir in runs:
         name = named_by.name if names.count(named_by.name) == 1 else f"{named_by.parent.name}/{named_by.name}"
-        found += [RunCheckpoint(name, s, ckpt_dir / f"{STEP_DIR}{s}") for s in pick(ckpt_dir, steps, str(named_by))]
+        trained = _trained_on(named_by) if named_by != ckpt_dir else None
+        found += [RunCheckpoint(name, s, ckpt_dir / f"{STEP_DIR}{s}", trained)
+                  for s in pick(ckpt_dir, steps, str(named_by))]
     seen = [(c.run, c.step) for c in found]
     if len(set(seen)) != len(seen):
         raise UsageError(f"run: {', '.join(specs)} name one run twice; give each run once")

@@ -53,6 +53,10 @@ ROLES = {
     "SimpleStorageUnit": "the transfer queue's storage",
     "GlobalRequestLoadBalancer": "the rollout's load balancer",
 }
+# ended by verl itself whenever its TaskRunner's run raises (verl/trainer/main_ppo.py TaskRunnerV1.run: `finally:
+# tq.close()`, which kills the transfer queue's controller and storage actors: transfer_queue/interface.py close),
+# as after the trainer's guard stopped the run: such an end does not explain the stop, it follows it
+ENDED_BY_UNWINDING = ("TransferQueueController", "SimpleStorageUnit")
 # Ray's report of a dead actor, in the traceback verl's driver prints (ray/exceptions.py ActorDiedError.__init__): a
 # `class_name: ...` line, then `actor_id: ...`, then `pid: N`. When processes end together (the driver's teardown after
 # the error), the pid Ray names is the one that died first, which a scan every POLL_S cannot tell.
@@ -69,6 +73,10 @@ def vital(title: str) -> Optional[tuple[str, Optional[str]]]:
         return None
     name = m.group("actor") or m.group("vllm")
     return None if name in NOT_TRAINING else (name, m.group("method"))
+
+
+def _unwinding(title: str) -> bool:
+    return (vital(title) or ("",))[0] in ENDED_BY_UNWINDING
 
 
 def role(name: str) -> str:
@@ -118,13 +126,16 @@ class DeathWatch(PollingWatch):
             self._all_ran = ended.total is not None and ended.step >= ended.total
 
     def after_training(self, then: Optional[str] = None) -> None:
-        """Raise Died if a death stopped training, or if training failed after one (its line then names it;
-        `then`: the trainer's own one-line reason for stopping, which a death made: the guard's lost groups when
-        vLLM's engine is gone and the step's requests fail at once)."""
+        """Raise Died if a death stopped training, or if training failed after one (its line then names it).
+        `then`: the trainer's own one-line reason for stopping, which a death may have made (the guard's lost groups
+        when vLLM's engine is gone and the step's requests fail at once); a death that verl's own unwinding after
+        such a stop explains (ENDED_BY_UNWINDING) is then not raised: the reason is the run's line."""
         with self._lock:
             death, line, proc, reported = self._death, self.line, self._proc, self._reported
         if line is not None:
             raise Died(line)
+        if then is not None and death is not None and _unwinding(death[1]):
+            return
         if reported is not None and reported in self._titles and (death is None or reported != death[0]):
             # Ray's word on which actor died wins over the scan's guess (or a death no scan saw before training ended)
             death = (reported, self._titles[reported], death[2] if death else time.monotonic(),
@@ -159,8 +170,10 @@ class DeathWatch(PollingWatch):
         self._titles.update(self._seen)
         gone = [pid for pid, title in self._seen.items() if alive.get(pid, "").split(".")[0] != title.split(".")[0]]
         if gone and self._armed():
+            # several gone in one scan: Ray's word first, then one that verl's unwinding does not end (the cause)
+            gone.sort(key=lambda pid: (pid != self._reported, _unwinding(self._seen[pid])))
             with self._lock:
-                first = self._reported if self._reported in gone else gone[0]
+                first = gone[0]
                 self._death = (first, self._seen[first], time.monotonic(), self._last_step)
             pid, title, _, _ = self._death
             self.log(f"death watch: {title} (pid {pid}) is gone while training runs; training has "

@@ -1,14 +1,19 @@
 """A comparison written out: compare.md and compare.html (one table row per configuration, the plots
-below it on the page) and compare.json (the same numbers, unrounded). Every run-provided string
-(parameter values, errors, paths) is HTML-escaped on the page."""
+below it on the page; the evaluations of the checkpoints found in the sweep's eval/, src/report/evaluations.py)
+and compare.json (the same numbers, unrounded). Every run-provided string (parameter values, errors, paths) is
+HTML-escaped on the page."""
 from __future__ import annotations
 
 import html
 import json
+from pathlib import Path
+
+from src.evaluate.run_results import PLOTTED
 
 from .compare import Comparison, Configuration, Spread
-from .series import TRAIN_SCORE
 from .compare_plots import file_name
+from .evaluations import Evaluation, over_seeds, page_link
+from .series import TRAIN_SCORE
 from .sweep_dirs import FAILED, RunEntry
 
 TRAINING_STEP_METRICS = (TRAIN_SCORE, "timing_s/step")  # logged at every training step
@@ -89,7 +94,35 @@ def _problems(comparison: Comparison, entries: list[RunEntry]) -> list[tuple[str
     return out
 
 
-def render_markdown(title: str, comparison: Comparison, entries: list[RunEntry]) -> str:
+def _labels(comparison: Comparison) -> dict[str, str]:
+    """A run dir's name -> its configuration's label (how an evaluation names its runs)."""
+    return {r.run_dir.name: c.label for c in comparison.configurations for r in c.runs}
+
+
+def _over_seeds_md(rows: list[dict]) -> list[str]:
+    metrics = [m for m in PLOTTED if any(m in r for r in rows)]
+    lines = ["", "Over seeds (mean ± standard deviation):", "",
+             "| configuration | step | direction | seeds | " + " | ".join(metrics) + " |",
+             "|---|---|---|---|" + "---|" * len(metrics)]
+    for r in rows:
+        cells = [f"{r[m]['mean']:.2f} ± {r[m]['std']:.2f}" if m in r else "" for m in metrics]
+        lines.append(f"| {r['configuration']} | {r['step']} | {r['direction']} | {r['seeds']} | " + " | ".join(cells)
+                     + " |")
+    return lines
+
+
+def _evaluations_md(evaluations: list[Evaluation], comparison: Comparison) -> list[str]:
+    lines = []
+    for e in evaluations:
+        n = len(e.results.get("evaluations") or [])
+        lines += ["", f"### {e.dir.parent.name}/{e.dir.name} ({n} checkpoints)", "", e.table.rstrip()]
+        seeds = over_seeds(e, _labels(comparison))
+        lines += _over_seeds_md(seeds) if seeds else []
+    return ["", "## Evaluations of the checkpoints (python -m src.evaluate run=)", *lines] if lines else []
+
+
+def render_markdown(title: str, comparison: Comparison, entries: list[RunEntry],
+                    evaluations: list[Evaluation] = ()) -> str:
     header, rows = table(comparison, only_primary=True)
     rest = [m.short for m in comparison.metrics if not primary(m.name)]
     lines = [f"{COMPARE_HEADER}{title}", "",
@@ -105,6 +138,7 @@ def render_markdown(title: str, comparison: Comparison, entries: list[RunEntry])
         lines += [f"- `{d}`: {why}" for d, why in problems]
     if comparison.absent:
         lines += ["", f"Not logged by any run: {', '.join(comparison.absent)}."]
+    lines += _evaluations_md(list(evaluations), comparison)
     lines += ["", "## Plots", "", *(f"- {file_name(m)}: {m.title}" for m in comparison.metrics), ""]
     return "\n".join(lines)
 
@@ -115,7 +149,9 @@ td.param{text-align:left}tr.failed td{background:#fdecea}img{max-width:100%;disp
 .note{color:#555;font-size:12px}"""
 
 
-def render_html(title: str, comparison: Comparison, entries: list[RunEntry]) -> str:
+def render_html(title: str, comparison: Comparison, entries: list[RunEntry], evaluations: list[Evaluation] = (),
+                page_dir: Path | None = None) -> str:
+    """`page_dir`: where the page is written, which links to each evaluation's own page are relative to."""
     esc = html.escape
     header, rows = table(comparison)
     n_params = len(comparison.swept)
@@ -131,6 +167,10 @@ def render_html(title: str, comparison: Comparison, entries: list[RunEntry]) -> 
                     for m in comparison.metrics)
     absent = (f'<p class="note">Not logged by any run: {esc(", ".join(comparison.absent))}.</p>'
               if comparison.absent else "")
+    evaluated = "".join(f'<li><a href="{esc(page_link(e, page_dir or e.dir))}">{esc(e.dir.name)}</a>: '
+                        f'{len(e.results.get("evaluations") or [])} checkpoints</li>' for e in evaluations)
+    if evaluated:
+        absent += f"<h2>Evaluations of the checkpoints (python -m src.evaluate run=)</h2><ul>{evaluated}</ul>"
     return (f'<!doctype html><html><head><meta charset="utf-8"><title>{esc("Comparison: " + title)}</title>'
             f"<style>{_STYLE}</style></head><body><h1>{esc('Comparison: ' + title)}</h1>"
             f"<p>{len(entries)} runs in {len(comparison.configurations)} configurations; swept: "
@@ -141,7 +181,7 @@ def render_html(title: str, comparison: Comparison, entries: list[RunEntry]) -> 
             + absent + f"<h2>Plots</h2>{plots}</body></html>\n")
 
 
-def render_json(comparison: Comparison, entries: list[RunEntry]) -> str:
+def render_json(comparison: Comparison, entries: list[RunEntry], evaluations: list[Evaluation] = ()) -> str:
     config_of = {str(r.run_dir): c.label for c in comparison.configurations for r in c.runs}
     body = {
         "swept": comparison.swept,
@@ -155,5 +195,7 @@ def render_json(comparison: Comparison, entries: list[RunEntry]) -> str:
         "runs": [{"run_dir": str(e.run_dir), "configuration": config_of[str(e.run_dir)], "params": e.params,
                   "seed": e.seed, "state": e.state, "error": e.error,
                   "nothing_to_compare": comparison.unusable.get(e.run_dir)} for e in entries],
+        "evaluations": [{"dir": str(e.dir), "results": e.results, "over_seeds": over_seeds(e, _labels(comparison))}
+                        for e in evaluations],
     }
     return json.dumps(body, indent=2, ensure_ascii=False) + "\n"

@@ -6,6 +6,9 @@ across runs, written into `<sweep dir>/compare/` (or `--out`):
     compare.json               the same numbers, unrounded, and every run with its outcome
     <metric>.png               per metric, a line per configuration, a min-max band over its seeds
 
+and, where `python -m src.evaluate run=<sweep dir>` evaluated its checkpoints (into `<sweep dir>/eval/`), each
+evaluation's results table beside them (src/report/evaluations.py).
+
 Runs still training (partial metrics), failed runs (summary.json's state and error), runs with no
 metrics (listed with why) and run dirs older versions wrote (missing records are left out) are all
 compared; bad input is one line before anything is written. Files are written into a temp dir and
@@ -23,6 +26,7 @@ from . import plots
 from .compare import compare
 from .compare_page import COMPARE_HEADER, render_html, render_json, render_markdown
 from .compare_plots import file_name, plot_metric
+from .evaluations import find_evaluations
 from .run_files import DRY_RUN, RunDirError, dry_run, load_run, refuse_out_dir
 from .sweep_dirs import find_runs, is_run_dir, sweep_runs
 
@@ -87,15 +91,16 @@ def build_comparison(paths: list[Path], out_dir: Path | None = None) -> CompareF
         raise RunDirError(f"none of the {len(entries)} runs has metrics to compare ({first}: {unusable[first]}); "
                           f"compare runs that trained at least one step")
     comparison = compare(entries, loaded, unusable)
+    evaluations = find_evaluations(paths)
     title = paths[0].name if len(paths) == 1 else f"{len(entries)} runs"
     try:
         with new_dir_beside(out) as tmp:
             files = {}
             for m in comparison.metrics:
                 files[file_name(m)] = plots.save(plot_metric(comparison, m), tmp / file_name(m))
-            for name, text in (("compare.md", render_markdown(title, comparison, entries)),
-                               ("compare.html", render_html(title, comparison, entries)),
-                               ("compare.json", render_json(comparison, entries))):
+            for name, text in (("compare.md", render_markdown(title, comparison, entries, evaluations)),
+                               ("compare.html", render_html(title, comparison, entries, evaluations, out)),
+                               ("compare.json", render_json(comparison, entries, evaluations))):
                 (tmp / name).write_text(text, encoding="utf-8")
                 files[name] = tmp / name
             # every file is complete before any is moved; an earlier comparison's plots of metrics

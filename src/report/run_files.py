@@ -33,6 +33,7 @@ import pandas as pd
 
 from src.data.safe_write import writable_dir_problem
 from src.record import snapshot, yaml_files
+from src.record.reward_weights import train_weights_of
 
 METRICS_FILE = "metrics.jsonl"
 TRAIN_LOG = "train.log"  # the launcher's log of the training command (src/pipeline/run.py)
@@ -215,18 +216,6 @@ def shape_of(cfg: dict) -> RunShape:
         samples_per_prompt=ints(_nested(cfg, "actor_rollout_ref.rollout.n")),
         gpus=per_node * nnodes if ints(per_node) and ints(nnodes) else None,
     )
-
-
-TRAIN_WEIGHTS_KEY = "reward.custom_reward_function.reward_kwargs.train_weights"
-
-
-def train_weights_of(cfg: dict) -> dict[str, float] | None:
-    """{component: weight} the training reward used (src/rewards/group_kwargs.py reward_kwargs), the
-    numeric entries only; None when the config has none (a run of another reward function)."""
-    raw = _nested(cfg, TRAIN_WEIGHTS_KEY)
-    if not isinstance(raw, dict):
-        return None
-    return {str(k): float(v) for k, v in raw.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
 def dump_dir(run_dir: Path, default_name: str, configured) -> Path:

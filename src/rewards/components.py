@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Mapping
 
 from src.scorer.backends import OWN_METRICS, unit_score
-from src.scorer.vocabulary import QE_METRIC, REFERENCE_METRIC
+from src.scorer.vocabulary import QE_METRIC, REFERENCE_METRIC, SPAN_METRIC
 
 # The roles a component can read a QE model's answer under (reward kwargs `models`):
 #   comet    a reference-based sentence model (COMET-DA), from reward.sentence_models/validation_models
@@ -123,6 +123,22 @@ def get_component(name: str) -> RewardComponent:
 def known() -> tuple[str, ...]:
     """Registered component names: the built-in ones first, in their order, then plugins'."""
     return tuple(_REGISTRY)
+
+
+def trained_metrics(weights: Mapping[str, float]) -> list[str]:
+    """The metrics an evaluation computes (BLEU, and each QE model's: src.scorer.backends METRICS) that a reward with
+    these component weights trains on: a component's own name where it is one (bleu, comet, kiwi, a backend's own),
+    the span model's metric (xcomet) for each of its components (xcomet, mqm, ok_ratio). An unknown component (a
+    plugin not loaded here) counts for nothing."""
+    found = []
+    for name, weight in weights.items():
+        component = _REGISTRY.get(name)
+        if not weight or component is None:
+            continue
+        metric = SPAN_METRIC if component.model == "span" else name
+        if metric not in found:
+            found.append(metric)
+    return found
 
 
 # ----------------------------------------------------------------------------------------------

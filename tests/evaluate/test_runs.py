@@ -12,9 +12,10 @@ import json
 import shutil
 
 import pytest
+import yaml
 
 from src.evaluate import runs
-from src.evaluate.cli import main
+from src.evaluate.cli import default_out, main
 from src.evaluate.options import UsageError
 from src.tiny_models.policy import ensure_built
 
@@ -44,9 +45,14 @@ def _checkpoint_dir(root, policy, steps: list[int], val: dict[int, float] | None
     return root
 
 
-def _run_dir(root, ckpt):
+def _run_dir(root, ckpt, weights: dict | None = None):
+    """A run dir as the launcher writes it: its snapshot's plan names the checkpoint dir, its verl config the reward's
+    component weights (the reward kwargs src/rewards/group_kwargs.py writes)."""
     (root / "snapshot").mkdir(parents=True)
     (root / "snapshot" / "plan.json").write_text(json.dumps({"checkpoint_dir": str(ckpt)}))
+    if weights is not None:
+        verl = {"reward": {"custom_reward_function": {"reward_kwargs": {"train_weights": weights}}}}
+        (root / "snapshot" / "verl_config.yaml").write_text(yaml.safe_dump(verl))
     return root
 
 
@@ -55,7 +61,8 @@ def sweep(tmp_path, policy):
     """A sweep of two runs: a saved steps 2 and 4 (its validation reward best at 2), b step 4 only (no metrics)."""
     a = _checkpoint_dir(tmp_path / "results" / "a", policy, [2, 4], val={0: 0.1, 2: 0.5, 4: 0.2})
     b = _checkpoint_dir(tmp_path / "results" / "b", policy, [4])
-    _run_dir(tmp_path / "sweep" / "0_a", a)
+    # a trained on BLEU and the span model's MQM (so on xcomet), not on kiwi
+    _run_dir(tmp_path / "sweep" / "0_a", a, weights={"bleu": 1.0, "kiwi": 0.0, "mqm": 0.5})
     _run_dir(tmp_path / "sweep" / "1_b", b)
     (tmp_path / "sweep" / "summary.json").write_text("{}")
     return tmp_path / "sweep", a, b
@@ -71,6 +78,9 @@ def test_steps_pick_each_runs_checkpoints(sweep):
     assert _picked(runs.find([str(folder)], "last")) == [("0_a", 4), ("1_b", 4)]
     assert _picked(runs.find([str(folder / "0_a")], "best")) == [("0_a", 2)]
     assert runs.find([str(a)], "4")[0].path == a / "global_step_4"   # a checkpoint dir itself
+    # what each run trained on, from its snapshot (a checkpoint dir, or a run dir without a verl config: unknown)
+    assert [c.trained_on for c in runs.find([str(folder)], "last")] == [("bleu", "xcomet"), None]
+    assert runs.find([str(a)], "4")[0].trained_on is None
     with pytest.raises(UsageError, match="1_b validated at none of its saved steps \\[4\\]; name the steps"):
         runs.find([str(folder)], "best")
     with pytest.raises(UsageError, match="1_b saved no step 2 \\(it saved \\[4\\]\\)"):
@@ -79,6 +89,10 @@ def test_steps_pick_each_runs_checkpoints(sweep):
         runs.find([str(folder), str(folder / "0_a")], "all")
     with pytest.raises(UsageError, match="is neither a run dir"):
         runs.find([str(folder.parent / "results")], "all")
+    # without out=, the evaluation of one run or sweep dir goes into its eval/ (python -m src.report shows it)
+    assert runs.home([str(folder)]) == folder and runs.home([str(folder / "0_a")]) == folder / "0_a"
+    assert runs.home([str(a)]) is None and runs.home([str(folder / "0_a"), str(folder / "1_b")]) is None
+    assert default_out("test", folder).parent == folder / "eval" and default_out("test", folder).name.endswith("_test")
 
 
 @pytest.mark.parametrize("args, says", [
@@ -119,6 +133,9 @@ def test_a_run_is_evaluated_at_every_step_into_one_table_and_plots(sweep, testse
     assert set(results["evaluations"][0]["baseline"]["zh-en"]) == {"bleu", "chrf", "format_ok"}
     table = (out / "results.md").read_text().splitlines()
     assert table[0].startswith("| run | step | direction | segments |") and "| ΔBLEU | ΔchrF |" in table[0]
+    # the run trained on BLEU (and xcomet, not computed here): marked without trained_on=
+    assert "| BLEU (trained) | chrF (held out) |" in table[0], table[0]
+    assert json.loads((out / "0_a" / "step_2" / "summary.json").read_text())["trained_on"] == ["bleu"]
     assert len([line for line in table if line.startswith("| 0_a |")]) == 4   # 2 steps x 2 directions
     # a row's delta is its own evaluation's: the same checkpoint twice, the same numbers
     rows = [line for line in table if line.startswith("| 0_a | 2 | zh-en")] + \

@@ -35,8 +35,9 @@ for step in (1, 2):
     print(step_end_line(step, total=int(sys.argv[3])), flush=True)
     time.sleep(0.3)
 if sys.argv[2] != "none":
-    os.kill(helpers[int(sys.argv[2])].pid, signal.SIGKILL)
-    helpers[int(sys.argv[2])].wait()
+    for i in map(int, sys.argv[2].split("+")):   # "0+1": two at once, within one scan
+        os.kill(helpers[i].pid, signal.SIGKILL)
+        helpers[i].wait()
     print("trainer: a helper was killed", flush=True)
 time.sleep(float(sys.argv[4]))
 print("trainer: woke up", flush=True)
@@ -100,6 +101,22 @@ def test_a_guard_stop_that_follows_a_death_is_named_as_the_death(tmp_path):
     assert line.startswith("died: the vLLM engine (VLLM::EngineCore, pid ") and "died after step 2" in line, line
     assert "training then exited with code 1 (training stopped at step 3: 4 training group(s) lost to failed " \
            "rollout or reward calls (4 in this run, scorer.lost_groups_allowed=0)); no checkpoint" in line, line
+
+
+def test_a_guard_stop_is_the_guards_when_what_ended_is_verls_own_unwinding(tmp_path):
+    """DAPO's bound (or any guard stop) raises in verl's TaskRunner, whose `finally: tq.close()` kills the transfer
+    queue's actors while the driver still runs: their end follows the stop, the guard's line stays the run's."""
+    with pytest.raises(training.ServiceFailure, match="^training stopped at step 1: DAPO's bound$"):
+        _run(tmp_path, ["ray::WorkerDict", "ray::TransferQueueController"], kill=1, then_s=0.8, code=1,
+             guard_stop="training stopped at step 1: DAPO's bound")
+
+
+def test_a_dead_engine_is_named_before_the_queue_that_ended_with_it(tmp_path):
+    """Both gone within one scan (the engine killed, then the guard's stop and verl's tq.close): the engine is what
+    died; the transfer queue's end followed."""
+    died, _, _ = _run(tmp_path, ["ray::TransferQueueController", "VLLM::EngineCore"], kill="0+1", then_s=0.8, code=1,
+                      guard_stop="training stopped at step 3: 8 training group(s) lost")
+    assert isinstance(died, deaths.Died) and str(died).startswith("died: the vLLM engine (VLLM::EngineCore, "), died
 
 
 def test_a_guard_stop_without_a_death_is_the_guards(tmp_path):

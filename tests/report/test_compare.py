@@ -195,6 +195,44 @@ def test_runs_still_training_and_sweeps_without_a_summary(sweep, tmp_path):
     assert {r["state"] for r in runs} == {"no record"}
 
 
+def test_the_sweeps_evaluations_are_shown_beside_the_curves(sweep, tmp_path):
+    """What `python -m src.evaluate run=<sweep dir>` writes into <sweep dir>/eval/ by default (its writer,
+    src/evaluate/run_results.py, here with one checkpoint's rows): compare.md shows its table, compare.html links
+    its page, compare.json holds its results; an evaluation cut short (no results.json) is left out."""
+    from src.evaluate import run_results
+
+    copy = tmp_path / sweep.name
+    shutil.copytree(sweep, copy, ignore=shutil.ignore_patterns("compare"))
+    folder = copy / "eval" / "2026-11-29_10-00-00_test"
+    # grpo's two seeds at step 6 and dapo's first, as run= names them: by their run dirs' names
+    runs = sb.runs_by_params(copy)
+    evaluated = []
+    for (algo, seed), bleu in ((("grpo", 1), 31.0), (("grpo", 2), 33.0), (("dapo", 1), 29.0)):
+        name = Path(runs[(algo, seed)]).name
+        (folder / name / "step_6").mkdir(parents=True)
+        rows = [{"direction": "zh-en", "segments": 48, "format_ok": 75.0, "bleu": bleu, "chrf": 52.5}]
+        evaluated.append((name, 6, folder / name / "step_6", rows, {}))
+    run_results.write(folder, evaluated, None)
+    (copy / "eval" / "2026-11-29_11-00-00_cut").mkdir()
+    (copy / "eval" / "2026-11-29_11-00-00_cut" / "results.md").write_text("| partial |")
+    assert main([str(copy)]) == 0
+    md = (copy / "compare" / "compare.md").read_text()
+    assert "## Evaluations of the checkpoints (python -m src.evaluate run=)" in md
+    assert "### eval/2026-11-29_10-00-00_test (3 checkpoints)" in md
+    assert f"| {evaluated[0][0]} | 6 | zh-en | 48 | 75.0 | 31.00 |" in md and "partial" not in md
+    # grpo's two seeds: mean and sample standard deviation (dapo has one seed here: no spread to give)
+    (grpo,) = [line for line in md.splitlines() if line.startswith("| algo=grpo | 6 | zh-en | 2 |")]
+    assert "32.00 ± 1.41" in grpo and "75.00 ± 0.00" in grpo, grpo
+    assert not [line for line in md.splitlines() if line.startswith("| algo=dapo | 6 |")]
+    page = (copy / "compare" / "compare.html").read_text()
+    assert '<a href="../eval/2026-11-29_10-00-00_test/results.html">2026-11-29_10-00-00_test</a>' in page
+    (found,) = json.loads((copy / "compare" / "compare.json").read_text())["evaluations"]
+    assert found["results"] == json.loads((folder / "results.json").read_text())
+    (seeds,) = found["over_seeds"]
+    assert seeds["seeds"] == 2 and seeds["bleu"]["mean"] == pytest.approx(32.0)
+    assert seeds["bleu"]["std"] == pytest.approx(2 ** 0.5)
+
+
 def test_a_slurm_sweep_dir(sweep, tmp_path):
     """A Slurm sweep's dir: the code snapshot and submitit's folder beside the run dirs, and the
     submitter's summary rows (job ids, requests) naming the run dirs where they were at submission."""

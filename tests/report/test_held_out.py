@@ -90,7 +90,7 @@ def test_the_held_out_option_reaches_the_report_through_verls_config(tmp_path):
     from src import verl_config
     from src.config import compose_config
     from src.plan import build_plan
-    from src.report.run_files import train_weights_of
+    from src.record.reward_weights import train_weights_of
 
     cfg = compose_config(["reward=comet", "reward.validation_models=[cometkiwi_da,comet_da]", "reward.mode=eval",
                           f"paths.results_root={tmp_path}/results"])
