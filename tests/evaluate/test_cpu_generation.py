@@ -2,8 +2,8 @@
 with vLLM's CPU build in the CPU loop env (.venv-loop), the engine set as the CPU loop's rollouts are
 (conf/accelerator/cpu.yaml), on the tiny policy the CPU loop trains (src/tiny_models/policy.py). Real vLLM, no stub:
 what reaches the engine shows in what it generates (max_new_tokens bounds each answer; samples=3 gives three
-answers a sentence, which differ, and the same seed gives them again), and a model vLLM cannot load is one line and
-exit 1 with nothing written.
+answers a sentence, which differ), and a model vLLM cannot load is one line and exit 1 with nothing written. A
+baseline's comparison over generated answers: tests/evaluate/test_runs.py and the learn_tiny loop tests.
 """
 from __future__ import annotations
 
@@ -83,13 +83,6 @@ def test_a_cpu_evaluation_generates_with_the_loop_envs_vllm(policy, testset, tmp
     assert f"baseline: {greedy_out} scored 7 segments and this evaluation would score 21 (7 rows x samples=3)" \
         in capsys.readouterr().err
     assert not (tmp_path / "refused").exists()
-    # the same seed again, against the first: the same answers (vLLM's seeded sampling), every delta 0
-    assert main([*sampled, f"out={tmp_path / 'again'}", f"baseline={tmp_path / 'sampled'}"]) == 0
-    assert [s["response"] for s in _segments(tmp_path / "again")] == answers
-    versus = json.loads((tmp_path / "again" / "summary.json").read_text())["baseline"]
-    assert versus["metrics"] == ["bleu", "chrf", "format_ok"]
-    for row in versus["rows"].values():
-        assert all(result["delta"] == 0 and not result["significant"] for result in row.values()), row
     # the prompt is verl's rendering of the row (the plain concatenation when the run uses no chat template)
     from src.evaluate.testset import read_testset
     row = read_testset(data)[0]
