@@ -158,9 +158,9 @@ def evaluate(p: Prepared) -> tuple[list[dict], list[dict], dict]:
     answered = [(row, k) for row in p.rows for k in range(o.samples)]  # the order the generators answer in
     text_wanted = [m for m in ("bleu", "chrf") if m in o.metrics]
     segments = []
-    for (row, k), resp in zip(answered, responses):
+    for (row, sample), resp in zip(answered, responses):
         ex = extract_translation(resp, row.template, o.extract)
-        seg = {"index": row.index, **({"sample": k} if o.samples > 1 else {}), "data_source": row.data_source,
+        seg = {"index": row.index, **({"sample": sample} if o.samples > 1 else {}), "data_source": row.data_source,
                "direction": row.direction, "src_lang": row.src_lang, "tgt_lang": row.tgt_lang, "src": row.src,
                "ref": row.ref, "response": resp, "translation": ex.translation, "format_ok": ex.format_ok,
                "format_error": ex.format_error}

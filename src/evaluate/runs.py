@@ -3,8 +3,9 @@
 A spec is a run dir (what `python -m src.launch` wrote: its snapshot's plan.json names the checkpoint dir), a sweep
 dir (what `--multirun` wrote: every run dir in it), or a checkpoint dir itself (verl's `global_step_N/` dirs beside
 `latest_checkpointed_iteration.txt`). `steps=` picks each run's checkpoints:
-- all: every saved step (a `global_step_N/` with an `actor/`);
-- last: the step verl's tracker names (the last whole save), else the highest saved;
+- all: every saved step (a `global_step_N/` with an `actor/`, none past the step verl's tracker names: a later one
+  may be a save cut short);
+- last: the highest saved;
 - best: the saved step whose validation reward was highest: `val-aux/<source>/score/mean@N` in the run's metrics
   file (verl's file logger, `<checkpoint dir>/metrics/*.jsonl`), averaged over data sources; a run that validated
   at none of its saved steps is refused;
@@ -52,10 +53,13 @@ def _trained_on(run_dir: Path) -> tuple[str, ...] | None:
 
 
 def _saved_steps(ckpt_dir: Path) -> list[int]:
+    """The steps saved whole: a global_step_N/ with an actor/, none past the step verl's tracker names (verl writes
+    the tracker once a save is complete: a later step's dir may be a save cut short)."""
+    tracked = _tracked(ckpt_dir)
     steps = []
     for d in ckpt_dir.glob(f"{STEP_DIR}*"):
         number = d.name[len(STEP_DIR):]
-        if number.isdigit() and (d / "actor").is_dir():
+        if number.isdigit() and (d / "actor").is_dir() and (tracked is None or int(number) <= tracked):
             steps.append(int(number))
     return sorted(steps)
 
@@ -116,8 +120,7 @@ def pick(ckpt_dir: Path, steps: str, where: str) -> list[int]:
     if steps == "all":
         return saved
     if steps == "last":
-        tracked = _tracked(ckpt_dir)
-        return [tracked if tracked in saved else saved[-1]]
+        return [saved[-1]]
     if steps == "best":
         return [_best(ckpt_dir, saved, where)]
     wanted = sorted({int(s) for s in steps.split(",")})

@@ -76,6 +76,9 @@ def test_steps_pick_each_runs_checkpoints(sweep):
     folder, a, b = sweep
     assert _picked(runs.find([str(folder)], "all")) == [("0_a", 2), ("0_a", 4), ("1_b", 4)]
     assert _picked(runs.find([str(folder)], "last")) == [("0_a", 4), ("1_b", 4)]
+    # a step past verl's tracker is a save cut short: not a checkpoint
+    (a / "global_step_6" / "actor").mkdir(parents=True)
+    assert _picked(runs.find([str(a)], "all")) == [("a", 2), ("a", 4)]
     assert _picked(runs.find([str(folder / "0_a")], "best")) == [("0_a", 2)]
     assert runs.find([str(a)], "4")[0].path == a / "global_step_4"   # a checkpoint dir itself
     # what each run trained on, from its snapshot (a checkpoint dir, or a run dir without a verl config: unknown)
