@@ -6,8 +6,8 @@ none: docs/environments.md). The same function runs either way; the second throu
 
 REQUEST holds the engine's and the sampling's keyword arguments, the conversations and whether the tokenizer's chat
 template renders them; OUT gets `{"responses": [...]}`, sampling's n strings per conversation in order, written whole (a
-temporary file renamed) or not at all. Only the standard library is imported at the top: the loop env shares the
-repository but not the train env's packages.
+temporary file renamed: src/data/safe_write.py) or not at all. Only the standard library and that module are imported
+at the top: the loop env shares the repository but not the train env's packages.
 
 Prompts are rendered as verl renders them at rollout: the tokenizer's chat template with the generation prompt, or
 (the run's model.use_chat_template false) the plain concatenation that src/verl_config/ppo_trainer.py passes as
@@ -16,10 +16,10 @@ data.apply_chat_template_kwargs.
 from __future__ import annotations
 
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
+
+from src.data.safe_write import atomic_files
 
 # must equal src/verl_config/ppo_trainer.py's template for use_chat_template=false (a test keeps them equal)
 PLAIN_CHAT_TEMPLATE = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
@@ -73,11 +73,8 @@ def main(argv: list[str]) -> int:
         return 2
     request = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
     responses = generate(request["engine"], request["sampling"], request["conversations"], request["chat_template"])
-    out = Path(argv[1])
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump({"responses": responses}, f, ensure_ascii=False)
-    os.replace(tmp, out)
+    text = json.dumps({"responses": responses}, ensure_ascii=False)
+    atomic_files({Path(argv[1]): lambda tmp: Path(tmp).write_text(text, encoding="utf-8")})
     return 0
 
 
