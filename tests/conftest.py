@@ -84,6 +84,26 @@ def memory_gate(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def taught_build(tmp_path_factory) -> Path:
+    """experiment=learn_tiny's model.build_dir (the tiny policy, the synthetic task's prompts, the taught policy),
+    one for every xdist worker of the run: built by the first worker to ask, through the launcher's own
+    src/pipeline/tiny_build.py, which lets one launch build a dir at a time while the others wait and then reuse
+    it (the loop's launches, the real-loop Slurm jobs, experiment=smoke_tiny's build checks). A launch adds
+    what its run needs and the build lacks (the tiny QE checkpoints of a QE reward) the same way."""
+    from src.config import compose_config
+    from src.pipeline import tiny_build
+    from src.plan import build_plan
+    from tests.helpers.run_temp import run_temp_dir
+
+    build = run_temp_dir(tmp_path_factory) / "tiny-build"
+    own = tmp_path_factory.mktemp("tiny-build-plan")
+    composed = compose_config(["experiment=learn_tiny", "accelerator=cpu", f"model.build_dir={build}",
+                               f"paths.output_dir={own}/out"])
+    tiny_build.prepare(build_plan(composed, run_dir=str(own / "run"), flash_attn=None), composed)
+    return build
+
+
+@pytest.fixture(scope="session")
 def tiny_tokenizer_dir(tmp_path_factory):
     """The tests' small Qwen-style tokenizer, saved (src/tiny_models/tokenizer.py)."""
     from src.tiny_models.tokenizer import build_tiny_tokenizer

@@ -24,7 +24,7 @@ import pytest
 
 # the longest groups on a 2-core machine (the CI log's "longest modules"), slowest first
 FIRST = ("loop", "slurm", "ray_actors", "tests/launcher/test_smoke_tiny.py", "tests/launcher/test_presets.py",
-         "tests/launcher/test_train_entry.py", "tests/lifecycle/test_scorer_lifecycle.py",
+         "tests/lifecycle/test_scorer_lifecycle.py",
          "tests/launcher/test_group_combinations.py", "tests/launcher/test_smoke.py")
 SPANNING = {"tests/slurm/": "slurm", "tests/ray_actors/": "ray_actors", "tests/loop/": "loop"}
 # modules whose tests share nothing (no module-scoped fixture) and take long together: each test is its own

@@ -24,12 +24,11 @@ HEAVY = (
     # launches with the stand-in trainer and the QE service, killed and restarted
     "tests/lifecycle/",
     # the launcher's runs with the stand-in trainer (the smoke's stages, wandb's runs, the time-limit save, a
-    # sweep's resume, a run named before) and verl's own trainer class in a Ray actor
+    # sweep's resume, a run named before)
     "tests/launcher/test_smoke.py",
     "tests/launcher/test_wandb.py",
     "tests/launcher/test_time_limit_watch.py",
     "tests/launcher/test_resume_sweep.py",
-    "tests/launcher/test_train_entry.py",
     "tests/launcher/test_run_identity.py::test_a_run_named_before_issue_51_resumes_in_its_dir",
     # what Slurm itself says to a request the docs show it refusing (sbatch --test-only on the dev cluster)
     "tests/test_docs.py::test_readme_slurm_transcript_is_what_slurm_says",

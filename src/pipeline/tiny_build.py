@@ -12,10 +12,14 @@ and reused when its marker says it is complete:
   policy (`python -m src.tiny_models teach`: the base policy taught the task on its teaching prompts) at
   `model.path`. Other data is the user's own, prepared beforehand.
 Each runs as its own process: the builders need the other environment or torch, which the launcher
-never imports.
+never imports. One launch at a time builds in one build dir (a lock file in it): the jobs of a sweep, or two
+launches sharing `model.build_dir`, would otherwise build the same tree at once; the second waits, then reuses.
+The lock file lies beside the build dir, not in it: a build refused before it wrote anything leaves no build dir.
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -36,6 +40,7 @@ TASK_DIR = "learn/task"  # under model.build_dir: the synthetic task's TSV files
 TASK_DATA_NAME = "synth_zh_en"
 TEACH_PARQUET = "teach.parquet"  # beside data.train_files
 MARKER = "tiny_build.json"  # src/tiny_models/atomic.py writes it last into a complete tree
+LOCK_SUFFIX = ".lock"  # <parent>/.<build dir name>.lock: held (flock) by the launch building there
 BUILD_TIMEOUT_S = 1800
 # policy build flags <- the model group's shape keys (src/tiny_models/policy.py PolicySpec)
 POLICY_SHAPE = {"num_layers": "--num-layers", "hidden_size": "--hidden-size",
@@ -146,11 +151,41 @@ def prepare(plan, composed: dict, environ: dict | None = None) -> None:
         return
     environ = dict(os.environ if environ is None else environ)
     what = _what(composed)
-    for part, where, build in _steps(plan, composed, environ):
-        t0 = time.perf_counter()
+    with one_builder(Path(composed["model"]["build_dir"]), what):
+        for part, where, build in _steps(plan, composed, environ):
+            t0 = time.perf_counter()
+            try:
+                said = build()
+            except RunError as exc:
+                raise RunError(f"{what}: {exc}", exc.code) from None
+            status = "reused" if "reused" in said.split(":")[0] else "built"
+            print(f"{what}: {part} {status} in {time.perf_counter() - t0:.0f} s: {where}", flush=True)
+
+
+def lock_file(build_dir: Path) -> Path:
+    return build_dir.parent / f".{build_dir.name}{LOCK_SUFFIX}"
+
+
+@contextlib.contextmanager
+def one_builder(build_dir: Path, what: str):
+    """Holds the build dir's lock while the parts are built or checked. flock, not a pid file: the kernel releases
+    it when the holder ends, however it ends (a killed launch leaves no stale lock behind), and it holds across
+    the nodes of a shared file system that supports it (NFSv4, Lustre with flock)."""
+    try:
+        build_dir.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock_file(build_dir), os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise RunError(f"{what}: cannot build in model.build_dir={build_dir} ({exc.strerror or exc}); "
+                       f"set model.build_dir= to a directory this user can write") from None
+    try:
         try:
-            said = build()
-        except RunError as exc:
-            raise RunError(f"{what}: {exc}", exc.code) from None
-        status = "reused" if "reused" in said.split(":")[0] else "built"
-        print(f"{what}: {part} {status} in {time.perf_counter() - t0:.0f} s: {where}", flush=True)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"{what}: another launch is building in {build_dir}; waiting for it, then reusing what it "
+                  f"built", flush=True)
+            t0 = time.perf_counter()
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            print(f"{what}: waited {time.perf_counter() - t0:.0f} s for the other build", flush=True)
+        yield
+    finally:
+        os.close(fd)

@@ -23,6 +23,7 @@ import uuid
 from pathlib import Path
 
 from src.tiny_models.atomic import pid_alive
+from tests.helpers.run_temp import run_temp_dir
 
 # one launch's peak above the machine's idle use (GB): measured with /proc/meminfo (MemTotal - MemAvailable)
 # every 2 s through a whole launch, docs/testing.md "Memory"
@@ -106,6 +107,4 @@ def said_wait(seconds: float, holders: list[str]) -> None:
 
 def ledger_for(tmp_path_factory) -> Path:
     """One ledger for all workers of this pytest run: xdist workers' temp dirs share a parent."""
-    base = Path(tmp_path_factory.getbasetemp())
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    return shared / "memory-gate.json"
+    return run_temp_dir(tmp_path_factory) / "memory-gate.json"

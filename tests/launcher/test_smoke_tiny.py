@@ -83,13 +83,11 @@ def test_preset_plans_on_one_gpu_with_the_same_stages_as_smoke(tmp_path):
     assert set(smoke_cfg["verl"]) == {"data"}
 
 
-@pytest.fixture(scope="module")
-def build_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("smoke_tiny") / "tiny-models"
-
-
-def test_prompts_load_in_verls_dataset_and_a_second_prepare_reuses_every_build(tmp_path, build_dir, capsys):
-    """The first prepare builds the five parts (or reuses them), the second reuses all five."""
+def test_prompts_load_in_verls_dataset_and_a_second_prepare_reuses_every_build(tmp_path, taught_build, capsys):
+    """The first prepare builds the five parts (or reuses those learn_tiny's build made: the session's one build
+    dir, tests/conftest.py), the second reuses all five. Building all five from nothing: the smoke's own launch
+    (tests/loop/test_smoke_on_cpu.py)."""
+    build_dir = taught_build
     from omegaconf import OmegaConf
     from transformers import AutoTokenizer
     from verl.utils.dataset.rl_dataset import RLHFDataset

@@ -8,6 +8,9 @@ worker group's `save_checkpoint` (FSDP shards) and the checkpoint manager's `upd
 (the weight sync into vLLM that PPOTrainerSync.on_step_end does). Everything else the save
 touches is verl's: the checkpoint callback, the dataloader state (torchdata's
 StatefulDataLoader), the tracker file, and `find_latest_ckpt_path`, which resume reads.
+That `python -m src.trainer` runs verl's main with this class in our TaskRunner actor is seen in real steps:
+tests/loop/test_smoke_on_cpu.py (its line in train.log), and the saves it makes at a time limit in
+tests/loop/test_reward_paths.py and tests/slurm/test_real_loop_sweep.py.
 """
 from __future__ import annotations
 
@@ -16,9 +19,7 @@ import json
 from pathlib import Path
 
 import pytest
-from omegaconf import OmegaConf
 
-from src import verl_config
 from src.trainer import entry as train_entry
 from src.trainer import time_limit
 from tests.helpers.verl_trainer_stand_ins import partial_trainer
@@ -119,64 +120,3 @@ def test_a_new_launch_clears_the_last_attempts_flags(tmp_path):
     time_limit.record_finished(ckpt, 4)
     time_limit.clear(ckpt)
     assert not time_limit.requested(ckpt) and time_limit.saved(ckpt) is None and time_limit.finished(ckpt) is None
-
-
-def test_the_entry_runs_verls_main_with_the_time_limited_trainer_in_the_task_runner_actor(tmp_path):
-    """`python -m src.trainer` as the runner starts it, on CPU: Hydra, verl's validate_config,
-    verl's run_ppo with a local Ray, our TaskRunner actor (imported by reference from src), verl's
-    TaskRunnerV1.run building the time-limited trainer. Training cannot start on CPU: the run ends
-    in verl's trainer init where it asks Ray for GPUs, after the trainer was built."""
-    import os
-    import shutil
-    import signal
-    import subprocess
-    import sys
-    import tempfile
-
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    from tests.fixtures.tiny_tokenizer import build_tiny_tokenizer
-
-    model = build_tiny_tokenizer(tmp_path / "model")
-    policy = Qwen2ForCausalLM(Qwen2Config(vocab_size=640, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128))
-    policy.config.architectures = ["Qwen2ForCausalLM"]
-    policy.save_pretrained(model)
-    data = tmp_path / "train.parquet"
-    pq.write_table(pa.table({"extra_info": [{"split": "train"}]}), data)
-    config = verl_config.compose([
-        "trainer.n_gpus_per_node=1", "+ray_kwargs.ray_init.num_cpus=13", "trainer.logger=[console]",
-        f"trainer.default_local_dir={tmp_path / 'ckpt'}", "algorithm.adv_estimator=grpo", "data.train_batch_size=8",
-        f"data.train_files={data}", f"data.val_files={data}", "actor_rollout_ref.rollout.n=2",
-        "actor_rollout_ref.actor.ppo_mini_batch_size=8", "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1",
-        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1",
-        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=1",
-        "actor_rollout_ref.rollout.tensor_model_parallel_size=1", "actor_rollout_ref.rollout.name=vllm",
-        f"actor_rollout_ref.model.path={model}", f"critic.model.path={model}"])
-    (tmp_path / "verl_config.yaml").write_text(OmegaConf.to_yaml(config))
-    repo = Path(train_entry.__file__).resolve().parents[2]
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "RAY_"))}
-    # Ray's socket paths must stay under 108 bytes: not under pytest's tmp_path
-    ray_tmp = tempfile.mkdtemp(prefix="qe-ray-", dir="/tmp")
-    env.update(PYTHONPATH=str(repo), RAY_USAGE_STATS_ENABLED="0", RAY_TMPDIR=ray_tmp)
-    proc = subprocess.Popen([sys.executable, "-m", "src.trainer", f"--config-path={tmp_path}",
-                             "--config-name=verl_config", f"hydra.run.dir={tmp_path / 'run'}", "hydra.output_subdir=null"],
-                            cwd=repo, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=300)
-    finally:
-        try:  # the local Ray it started
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        shutil.rmtree(ray_tmp, ignore_errors=True)
-    assert proc.returncode != 0, out[-3000:]
-    assert (f"src.trainer: trainer TimeLimitedPPOTrainerSync; on a Slurm time limit it saves the step in progress "
-            f"(asked through {tmp_path / 'ckpt' / 'time_limit'})") in out, out[-5000:]
-    # verl built the trainer and ran its init up to the GPU boundary (verl/single_controller/ray/base.py,
-    # ResourcePoolManager._check_resource_available)
-    assert "ray::TimeLimitTaskRunner.run()" in out and "Total available GPUs 0 is less than total desired GPUs 1" in out, \
-        out[-5000:]

@@ -69,13 +69,6 @@ def _kill(pids: list[int]) -> None:
             pass
 
 
-@pytest.fixture(scope="session")
-def taught_build(tmp_path_factory) -> Path:
-    """One model.build_dir for every launch of the synthetic task (experiment=learn_tiny): the taught policy, the
-    untaught one, the task's prompts and the tiny QE models are built by the first launch and reused after."""
-    return tmp_path_factory.mktemp("learn-build")
-
-
 @pytest.fixture
 def cpu_loop(tmp_path, memory_gate, request):
     """`run(args, timeout_s, env=None, out_name="out", during=None)`: `python -m src.launch accelerator=cpu ARGS`

@@ -47,6 +47,11 @@ def test_smoke_tiny_on_the_cpu_builds_trains_resumes_and_prints_pass(cpu_loop, t
 
     run_dir = run.run_dirs[0]
     ckpt = checkpoint_dir(run_dir)
+    # verl's main ran our TaskRunner actor, which put the time-limited trainer in verl's registry
+    # (src/trainer/entry.py): the class a Slurm time limit and a preemption save through
+    log = (run_dir / "train.log").read_text(errors="replace")
+    assert ("src.trainer: trainer TimeLimitedPPOTrainerSync; on a Slurm time limit it saves the step in progress "
+            f"(asked through {ckpt / 'time_limit'})") in log, log[-3000:]
     files = metrics_files(run_dir)
     (first,) = [f for f in files if not f.name.endswith("-resume.jsonl")]
     (resumed,) = [f for f in files if f.name.endswith("-resume.jsonl")]

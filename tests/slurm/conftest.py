@@ -174,22 +174,6 @@ def job_details() -> Callable[[str], str]:
     return slurm_job_details
 
 
-@pytest.fixture(scope="session")
-def taught_build(tmp_path_factory) -> Path:
-    """What experiment=learn_tiny trains on (the tiny policy, the synthetic task's prompts, the taught policy),
-    built once for the real-loop Slurm tests before their jobs start: two jobs of one sweep building one tree
-    at once would race, and each test would pay the build (about 1.5 minutes on 2 loaded cores)."""
-    from src.config import compose_config
-    from src.pipeline import tiny_build
-    from src.plan import build_plan
-
-    build = tmp_path_factory.mktemp("learn-build") / "tiny-models"
-    composed = compose_config(["experiment=learn_tiny", "accelerator=cpu", f"model.build_dir={build}",
-                               f"paths.output_dir={build.parent}/prebuild"])
-    tiny_build.prepare(build_plan(composed, run_dir=str(build.parent / "prebuild-run"), flash_attn=None), composed)
-    return build
-
-
 @pytest.fixture
 def one_loop_of_memory(memory_gate, request):
     """The test's jobs train one CPU loop at a time: it holds one loop's share of the suite's memory budget
