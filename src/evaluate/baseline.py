@@ -1,6 +1,7 @@
-"""baseline=DIR: the earlier evaluation this one is compared with, read from its output dir (segments.jsonl
-and summary.json, as src/evaluate/outputs.py writes them) and checked against this evaluation before
-anything is generated: the same test set, the same segments (index, test set, source, reference; with samples=,
+"""baseline=: what this evaluation is compared with. An earlier evaluation, read from its output dir (segments.jsonl
+and summary.json, as src/evaluate/outputs.py writes them), or a model or a hypotheses file, which the CLI evaluates
+first into <out>/baseline/ (baseline_kind says which; src/evaluate/cli.py). Either is checked against this
+evaluation (an earlier one before anything is generated): the same test set, the same segments (index, test set, source, reference; with samples=,
 the same answers a sentence) in the same order, and at least one metric both compute. A paired test over other
 segments would be a number about nothing, so any difference is refused in one line naming it. Where both judged
 the format (extract= other than raw), the share of well-formed answers is compared too (FORMAT)."""
@@ -19,6 +20,10 @@ IDENTITY = ("index", "data_source", "src", "ref")
 NEEDED = IDENTITY + ("tgt_lang", "translation")
 # the share of well-formed answers (the table's `format ok %` column), compared as a metric where both judged it
 FORMAT = "format_ok"
+# what baseline= names (baseline_kind)
+EVALUATION, MODEL, HYPOTHESES = "evaluation", "model", "hypotheses"
+# under this evaluation's output dir: a baseline= model's or hypotheses file's own evaluation
+BASELINE_DIR = "baseline"
 
 
 def segment_key(record: dict) -> tuple[int, int]:
@@ -31,6 +36,21 @@ class Baseline:
     dir: Path
     by_key: dict            # its segment records (segments.jsonl lines) by segment_key
     metrics: tuple          # the metrics both evaluations compute, in this evaluation's order; FORMAT last
+    evaluation: str | None = None  # a model's or hypotheses file's evaluation made here: BASELINE_DIR
+
+
+def baseline_kind(path: str) -> str:
+    """EVALUATION (a dir with an evaluation's files), MODEL (any other dir: the checkpoint resolver checks it) or
+    HYPOTHESES (a file); UsageError when nothing is there."""
+    where = Path(path).expanduser()
+    if where.is_file():
+        return HYPOTHESES
+    if not where.is_dir():
+        raise UsageError(f"baseline: no such file or directory: {where} (give an earlier evaluation's output dir, a "
+                         f"model dir or a hypotheses file)")
+    if (where / SEGMENTS_JSONL).exists() or (where / SUMMARY_JSON).exists():
+        return EVALUATION
+    return MODEL
 
 
 def _short(text) -> str:
@@ -93,6 +113,13 @@ def read_baseline(path: str, opts: EvalOptions, rows: list[TestRow], this_test_s
     if _test_set(summary) != this_test_set:
         raise UsageError(f"baseline: {where} evaluated {_test_set(summary)} and this evaluation {this_test_set}; "
                          f"compare evaluations of the same test set")
+    return checked(where, records, theirs, opts, rows)
+
+
+def checked(where: Path, records: list[dict], theirs: list, opts: EvalOptions, rows: list[TestRow],
+            evaluation: str | None = None) -> Baseline:
+    """A baseline's segment records (`theirs`: the metrics it computed) checked against this evaluation's rows and
+    options: the same segments in the same order, as many answers a sentence, a metric in common."""
     answered = [(row, k) for row in rows for k in range(opts.samples)]
     if len(records) != len(answered):
         each = f" ({len(rows)} rows x samples={opts.samples})" if opts.samples > 1 else ""
@@ -119,7 +146,8 @@ def read_baseline(path: str, opts: EvalOptions, rows: list[TestRow], this_test_s
                              f"though its {SUMMARY_JSON} lists {metric}; the dir is incomplete or edited")
     if opts.extract != "raw" and all(isinstance(r.get(FORMAT), bool) for r in records):
         common += (FORMAT,)
-    return Baseline(dir=where.resolve(), by_key={segment_key(r): r for r in records}, metrics=common)
+    return Baseline(dir=where.resolve(), by_key={segment_key(r): r for r in records}, metrics=common,
+                    evaluation=evaluation)
 
 
 def describe_test_set(opts: EvalOptions, sets: list) -> str:

@@ -69,11 +69,13 @@ def check_out(out: Path, explicit: bool) -> None:
 
 
 class Prepared:
-    """Everything checked up front: what to generate with and where scores come from."""
+    """Everything checked up front: what to generate with and where scores come from. `baseline_run`: the
+    baseline= model's or hypotheses file's evaluation when the caller shares one (run=); `nested`: this is that
+    evaluation, written inside the system's output dir (no out= of its own to check)."""
 
-    def __init__(self, opts: EvalOptions):
+    def __init__(self, opts: EvalOptions, baseline_run: "BaselineRun | None" = None, nested: bool = False):
         from . import checkpoint, generators, testset, testsets
-        from .baseline import describe_test_set, read_baseline
+        from .baseline import EVALUATION, baseline_kind, describe_test_set, read_baseline
 
         self.opts = opts
         self.cpu = None  # accelerator=cpu: the CPU loop env vLLM generates in
@@ -81,7 +83,8 @@ class Prepared:
         # testsets=: every set read whole (rows numbered on over the sets), `limit` rows of each evaluated
         self.sets = testsets.read_testsets(opts.testsets, opts.template) if opts.testsets else []
         self.out = Path(opts.out).expanduser() if opts.out else default_out(_label(opts, self.sets))
-        check_out(self.out, self.explicit_out)
+        if not nested:
+            check_out(self.out, self.explicit_out)
         if self.sets:
             every_row = [r for s in self.sets for r in s.rows]
             self.rows = [r for s in self.sets for r in (s.rows[:opts.limit] if opts.limit else s.rows)]
@@ -93,9 +96,18 @@ class Prepared:
                    if self.resolved and opts.generator == "vllm" else None)
         if problem:
             raise UsageError(problem)
-        # checked against the rows it must match, before anything is generated
-        self.baseline = (read_baseline(opts.baseline, opts, self.rows, describe_test_set(opts, self.sets))
-                         if opts.baseline else None)
+        # an earlier evaluation: checked against the rows it must match, before anything is generated; a model or a
+        # hypotheses file: its own evaluation checked as this one is (Prepared), run first
+        self.baseline, self.baseline_run = None, baseline_run
+        kind = baseline_kind(opts.baseline) if opts.baseline else None
+        if kind == EVALUATION:
+            if any(v is not None for v in (opts.baseline_template, opts.baseline_chat_template, opts.baseline_extract)):
+                raise UsageError(f"baseline={opts.baseline} is an earlier evaluation, already prompted and scored: "
+                                 f"baseline_template/baseline_chat_template/baseline_extract are for a baseline model; "
+                                 f"drop them")
+            self.baseline = read_baseline(opts.baseline, opts, self.rows, describe_test_set(opts, self.sets))
+        elif kind and self.baseline_run is None:
+            self.baseline_run = BaselineRun(opts, kind)
         if opts.generator == "file":
             self.generator = generators.FileGenerator(opts.responses)
             self.generator.check(self.rows, known={r.index for r in every_row})
@@ -122,6 +134,59 @@ class Prepared:
             qe_metrics.check_service(self.scorer_url, self.scorer_token, qe_metrics.model_names(o))
         else:
             self.scorer_plan = scorer_service.plan_for(o, scorer_service.composed_scorer_config())
+
+
+class BaselineRun:
+    """baseline= a model or a hypotheses file: evaluated with this evaluation's rows, metrics and sampling (the
+    model prompted and read as the baseline_* options say), checked up front like any evaluation, run once before
+    the systems it is compared with (run=: every checkpoint) and written into <out>/baseline/."""
+
+    def __init__(self, opts: EvalOptions, kind: str):
+        from dataclasses import replace
+
+        from .baseline import HYPOTHESES
+        from .options import HYPOTHESES_EXTRACT
+
+        self.path = opts.baseline
+        if kind == HYPOTHESES:
+            own = [k for k in ("baseline_template", "baseline_chat_template", "baseline_extract")
+                   if getattr(opts, k) is not None]
+            if own:
+                raise UsageError(f"baseline={self.path} is a hypotheses file (one translation a line, read as it is): "
+                                 f"{', '.join(own)} are for a baseline model; drop them")
+            if opts.samples > 1:
+                raise UsageError(f"baseline={self.path} is a hypotheses file, one answer a sentence, and samples="
+                                 f"{opts.samples} gives this evaluation {opts.samples}: compare with samples=1, or "
+                                 f"with a baseline model (baseline=MODEL_DIR)")
+            how = dict(checkpoint=None, generator="hypotheses", hypotheses=self.path, responses=None,
+                       extract=HYPOTHESES_EXTRACT, accelerator="gpu")
+        else:
+            how = dict(checkpoint=self.path, generator="vllm", hypotheses=None, responses=None,
+                       template=opts.baseline_template or opts.template,
+                       chat_template=(opts.chat_template if opts.baseline_chat_template is None
+                                      else opts.baseline_chat_template),
+                       extract=opts.baseline_extract or opts.extract)
+        theirs = replace(opts, run=[], steps="all", baseline=None, out=None, trained_on=[], merged_dir=None,
+                         baseline_template=None, baseline_chat_template=None, baseline_extract=None, **how)
+        self.prepared = Prepared(theirs, nested=True)
+        self.result: tuple | None = None
+
+    def evaluated(self) -> tuple[list[dict], list[dict], dict]:
+        """(table rows, segment records, summary) of the baseline's evaluation, made on the first call."""
+        from .baseline import BASELINE_DIR
+
+        if self.result is None:
+            _say(f"baseline: evaluating {self.path} first (written into <out>/{BASELINE_DIR}/)")
+            self.result = evaluate(self.prepared)
+        return self.result
+
+    def baseline(self, opts: EvalOptions, rows: list):
+        """Its evaluation as a system's baseline (src/evaluate/baseline.py Baseline), checked against its rows."""
+        from .baseline import BASELINE_DIR, checked
+
+        _, segments, _ = self.evaluated()
+        return checked(Path(self.path).expanduser(), segments, self.prepared.opts.metrics, opts, rows,
+                       evaluation=BASELINE_DIR)
 
 
 def _generate(p: Prepared) -> tuple[list[str], str | None]:
@@ -154,6 +219,8 @@ def evaluate(p: Prepared) -> tuple[list[dict], list[dict], dict]:
     from .text_metrics import corpus_scores, segment_scores
 
     o = p.opts
+    # a baseline made here goes first: a base model that cannot be evaluated fails before the system generates
+    baseline = p.baseline_run.baseline(o, p.rows) if p.baseline_run else p.baseline
     responses, model_dir = _generate(p)
     answered = [(row, k) for row in p.rows for k in range(o.samples)]  # the order the generators answer in
     text_wanted = [m for m in ("bleu", "chrf") if m in o.metrics]
@@ -196,10 +263,10 @@ def evaluate(p: Prepared) -> tuple[list[dict], list[dict], dict]:
                "sacrebleu_signatures": signatures,
                "scorer": p.scorer_url or ("started here" if p.scorer_plan else None),
                "created": dt.datetime.now().isoformat(timespec="seconds")}
-    if p.baseline:
+    if baseline:
         from .comparison import compare
 
-        summary["baseline"] = compare(p.baseline, groups, o.bootstrap_resamples, o.bootstrap_seed)
+        summary["baseline"] = compare(baseline, groups, o.bootstrap_resamples, o.bootstrap_seed)
     if o.trained_on:  # only then: an evaluation without the option writes what it wrote before
         summary.update(trained_on=list(o.trained_on), held_out=o.held_out)
     if p.sets:  # what each set held and what was left out of it, for the paper's test-set description
@@ -208,6 +275,14 @@ def evaluate(p: Prepared) -> tuple[list[dict], list[dict], dict]:
                                 "no_reference_dropped": s.no_reference_dropped, "references": s.references}
                                for s in p.sets]
     return rows, segments, summary
+
+
+def _baseline_files(run: BaselineRun | None) -> dict:
+    """The baseline's own evaluation, to write inside the system's output dir: {BASELINE_DIR: (rows, segments,
+    summary)}, or nothing when the baseline was an earlier evaluation."""
+    from .baseline import BASELINE_DIR
+
+    return {BASELINE_DIR: run.result} if run and run.result else {}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -251,7 +326,7 @@ def _main(argv: list[str] | None) -> int:
     try:
         # an explicit out= that appeared meanwhile is not touched either: the results go beside it
         written = write_outputs(prepared.out, rows, segments, summary, unique=True,
-                                trained_on=prepared.opts.trained_on)
+                                trained_on=prepared.opts.trained_on, nested=_baseline_files(prepared.baseline_run))
     except OSError as exc:
         _say(f"evaluate: error: cannot write {prepared.out}: {os_reason(exc)}; nothing was written")
         return EXIT_FAILED
@@ -284,8 +359,13 @@ def _main_runs(opts: EvalOptions) -> int:
         """trained_on= as given, else what the checkpoint's run trained on, of the metrics computed."""
         return list(opts.trained_on) or [m for m in (c.trained_on or ()) if m in opts.metrics]
     # each checkpoint's evaluation checked as checkpoint= is: its shards, its merge target, the baseline's segments
+    # a baseline model or hypotheses file: evaluated once, every checkpoint compared with it
+    from .baseline import EVALUATION, baseline_kind
+
+    kind = baseline_kind(opts.baseline) if opts.baseline else None
+    shared = BaselineRun(opts, kind) if kind and kind != EVALUATION else None
     prepared = [(c, Prepared(replace(opts, run=[], steps="all", checkpoint=str(c.path), out=None,
-                                     trained_on=trained_on(c)))) for c in found]
+                                     trained_on=trained_on(c)), baseline_run=shared)) for c in found]
     # the results table marks its columns where every run trained on the same metrics
     marks = {tuple(p.opts.trained_on) for _, p in prepared}
     table_trained_on = list(marks.pop()) if len(marks) == 1 else None
@@ -304,6 +384,8 @@ def _main_runs(opts: EvalOptions) -> int:
                 sub = tmp / c.run / f"step_{c.step}"
                 write_outputs(sub, rows, segments, summary, unique=False, trained_on=p.opts.trained_on)
                 evaluations.append((c.run, c.step, sub, rows, summary))
+            for name, (rows, segments, summary) in _baseline_files(shared).items():
+                write_outputs(tmp / name, rows, segments, summary, unique=False)
             run_results.write(tmp, evaluations, table_trained_on)
             written = publish_dir(tmp, out, unique=not opts.out)
     except RuntimeError as exc:  # as one evaluation's: the merger, the scorer, vLLM

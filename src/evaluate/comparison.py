@@ -57,5 +57,7 @@ def compare_row(segments: list[dict], baseline: Baseline, resamples: int, seed: 
 def compare(baseline: Baseline, rows: dict[str, list[dict]], resamples: int, seed: int) -> dict:
     """summary.json's `baseline`: the dir, how it was tested, and per table row (its key: the direction,
     or the test set and direction) each metric's comparison."""
-    return {"dir": str(baseline.dir), "metrics": list(baseline.metrics), "resamples": resamples, "seed": seed,
-            "alpha": ALPHA, "rows": {key: compare_row(group, baseline, resamples, seed) for key, group in rows.items()}}
+    made_here = {"evaluation": baseline.evaluation} if baseline.evaluation else {}
+    return {"dir": str(baseline.dir), **made_here, "metrics": list(baseline.metrics), "resamples": resamples,
+            "seed": seed, "alpha": ALPHA,
+            "rows": {key: compare_row(group, baseline, resamples, seed) for key, group in rows.items()}}

@@ -120,9 +120,18 @@ class _Options:
     batch_items: int = 256
     concurrency: int = 4
     request_timeout_s: float = 900.0
-    # an earlier evaluation's output dir (its segments.jsonl and summary.json) over the same test set and rows:
-    # the table gets each metric's difference to it with a paired bootstrap p-value (src/evaluate/significance.py)
+    # what to compare with, on the same test set and rows: an earlier evaluation's output dir (its segments.jsonl
+    # and summary.json), or a model (an HF dir, e.g. the base model, or a verl checkpoint) or a hypotheses file
+    # (plain text, as hypotheses=), evaluated here first, once, into <out>/baseline/. The table gets each metric's
+    # difference to it with a paired bootstrap p-value (src/evaluate/significance.py)
     baseline: Optional[str] = None
+    # how a baseline= model is prompted and read, where it differs from the system (null: as the system is): a
+    # base instruct model gets its own chat template (baseline_chat_template=true), with testsets= a plain
+    # translation request (baseline_template=chat), and is scored on its whole answer (baseline_extract=raw). A
+    # hypotheses file is always read raw
+    baseline_template: Optional[str] = None
+    baseline_chat_template: Optional[bool] = None
+    baseline_extract: Optional[str] = None
     # the paired bootstrap's resamples and seed (sacrebleu's defaults: `sacrebleu --paired-bs` gives the same)
     bootstrap_resamples: int = DEFAULT_RESAMPLES
     bootstrap_seed: int = DEFAULT_SEED
@@ -284,11 +293,19 @@ def _check(o: EvalOptions) -> None:
     problem = resampling_problem(o.bootstrap_resamples, o.bootstrap_seed, "bootstrap_resamples", "bootstrap_seed")
     if problem:
         raise UsageError(problem)
-    bootstrap = [f"{k}={getattr(o, k)}" for k in ("bootstrap_resamples", "bootstrap_seed")
+    bootstrap = [f"{k}={getattr(o, k)}" for k in ("bootstrap_resamples", "bootstrap_seed", "baseline_template",
+                                                   "baseline_chat_template", "baseline_extract")
                  if getattr(o, k) != getattr(EvalOptions, k)]
     if bootstrap and not o.baseline:
-        raise UsageError(f"{' and '.join(bootstrap)}: only used with baseline=DIR (an earlier evaluation's "
-                         f"output dir to compare with), which is not given; add baseline= or drop them")
+        raise UsageError(f"{' and '.join(bootstrap)}: only used with baseline= (what to compare with: an earlier "
+                         f"evaluation's dir, a model or a hypotheses file), which is not given; add baseline= or "
+                         f"drop them")
+    if o.baseline_extract is not None and o.baseline_extract not in EXTRACT_MODES:
+        raise UsageError(f"baseline_extract={o.baseline_extract!r}; choose from {', '.join(EXTRACT_MODES)}")
+    if o.baseline_template is not None and (not o.testsets or o.baseline_template not in TEMPLATES):
+        raise UsageError(f"baseline_template={o.baseline_template} is the template testsets= rows are built with for "
+                         f"a baseline= model: it needs testsets= and one of {'|'.join(TEMPLATES)} (a data= parquet "
+                         f"carries the template it was prepared with)")
     missing = [m for m in o.trained_on if m not in o.metrics]
     if missing:
         raise UsageError(f"trained_on={','.join(o.trained_on)} names {missing[0]}, which metrics= does not compute; "

@@ -173,18 +173,26 @@ def print_table(rows: list[dict], title: str, trained_on: list[str] | None = Non
 
 
 def write_outputs(out: Path, rows: list[dict], segments: list[dict], summary: dict, unique: bool,
-                  trained_on: list[str] | None = None) -> Path:
+                  trained_on: list[str] | None = None, nested: dict | None = None) -> Path:
     """All files into a temp dir next to `out`, then renamed to `out` (with `unique`, the first free
-    `out-N` when `out` exists by then), returned. Raises FileExistsError (an existing `out` without
+    `out-N` when `out` exists by then), returned; `nested`: {subdir: (rows, segments, summary)} of evaluations
+    written inside it (a baseline evaluated with it). Raises FileExistsError (an existing `out` without
     `unique`) or OSError (disk full...); the temp dir is removed either way."""
     out = Path(out)
     with new_dir_beside(out) as tmp:
-        versus = summary.get("baseline")
-        (tmp / TABLE_MD).write_text(markdown_table(rows, trained_on, versus), encoding="utf-8")
-        (tmp / TABLE_CSV).write_text(csv_table(rows, versus), encoding="utf-8")
-        with open(tmp / SEGMENTS_JSONL, "w", encoding="utf-8") as f:
-            for seg in segments:
-                f.write(json.dumps(seg, ensure_ascii=False) + "\n")
-        (tmp / SUMMARY_JSON).write_text(json.dumps({**summary, "directions": rows}, ensure_ascii=False, indent=2)
-                                        + "\n", encoding="utf-8")
+        _write_files(tmp, rows, segments, summary, trained_on)
+        for name, (n_rows, n_segments, n_summary) in (nested or {}).items():
+            (tmp / name).mkdir()
+            _write_files(tmp / name, n_rows, n_segments, n_summary, None)
         return publish_dir(tmp, out, unique)
+
+
+def _write_files(where: Path, rows: list[dict], segments: list[dict], summary: dict, trained_on) -> None:
+    versus = summary.get("baseline")
+    (where / TABLE_MD).write_text(markdown_table(rows, trained_on, versus), encoding="utf-8")
+    (where / TABLE_CSV).write_text(csv_table(rows, versus), encoding="utf-8")
+    with open(where / SEGMENTS_JSONL, "w", encoding="utf-8") as f:
+        for seg in segments:
+            f.write(json.dumps(seg, ensure_ascii=False) + "\n")
+    (where / SUMMARY_JSON).write_text(json.dumps({**summary, "directions": rows}, ensure_ascii=False, indent=2)
+                                      + "\n", encoding="utf-8")

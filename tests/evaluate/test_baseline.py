@@ -123,11 +123,62 @@ def test_no_evaluation_at_the_baseline_path_is_refused(tmp_path, files, capsys):
     half = tmp_path / "half"
     half.mkdir()
     (half / "segments.jsonl").write_text("", encoding="utf-8")
-    for path, needle in ((tmp_path / "nope", f"no such directory: {tmp_path / 'nope'}"),
+    for path, needle in ((tmp_path / "nope", f"no such file or directory: {tmp_path / 'nope'}"),
                          (half, f"{half} has no summary.json: not an output dir of python -m src.evaluate")):
         code, out = evaluate(tmp_path, test_set, systems["good"], "good", f"baseline={path}")
         assert code == 2 and not out.exists()
         assert_one_line_refusal(capsys.readouterr().err, "evaluate: error: baseline: ", needle)
+
+
+def test_a_hypotheses_file_as_baseline_is_evaluated_first_in_the_same_command(tmp_path, files):
+    """baseline=FILE: the outside system's file evaluated here into <out>/baseline/, and the comparison the same as
+    the two commands' (evaluate it, then baseline=its dir)."""
+    test_set, systems = files
+    code, out = evaluate(tmp_path, test_set, systems["good"], "good", f"baseline={systems['weak']}")
+    assert code == 0
+    found = comparison(out)
+    assert found["dir"] == str(systems["weak"].resolve()) and found["evaluation"] == "baseline"
+    made_here = out / "baseline"
+    theirs = json.loads((made_here / "summary.json").read_text(encoding="utf-8"))
+    assert theirs["options"]["hypotheses"] == str(systems["weak"]) and "baseline" not in theirs
+    assert [json.loads(line)["translation"] for line in (made_here / "segments.jsonl").open(encoding="utf-8")] == WEAK
+    assert evaluate(tmp_path, test_set, systems["weak"], "weak")[0] == 0
+    code, two_steps = evaluate(tmp_path, test_set, systems["good"], "good-2", f"baseline={tmp_path / 'weak'}")
+    assert code == 0 and comparison(two_steps)["rows"] == found["rows"]
+    assert table(out)[-1].startswith(f"Δ: this evaluation minus the baseline {systems['weak'].resolve()}")
+
+
+@pytest.mark.parametrize("extra, says", [
+    (["baseline_extract=lenient"], "is a hypotheses file (one translation a line, read as it is): baseline_extract"),
+    (["baseline_chat_template=true"], "baseline_chat_template are for a baseline model; drop them"),
+])
+def test_baseline_model_options_with_a_hypotheses_file_are_refused(tmp_path, files, capsys, extra, says):
+    test_set, systems = files
+    code, out = evaluate(tmp_path, test_set, systems["good"], "good", f"baseline={systems['weak']}", *extra)
+    assert code == 2 and not out.exists()
+    assert_one_line_refusal(capsys.readouterr().err, "evaluate: error: baseline=", says)
+
+
+def test_baseline_model_options_with_an_earlier_evaluation_are_refused(tmp_path, files, capsys):
+    test_set, systems = files
+    assert evaluate(tmp_path, test_set, systems["weak"], "weak")[0] == 0
+    capsys.readouterr()
+    code, out = evaluate(tmp_path, test_set, systems["good"], "good", f"baseline={tmp_path / 'weak'}",
+                         "baseline_extract=raw")
+    assert code == 2 and not out.exists()
+    assert_one_line_refusal(capsys.readouterr().err, "evaluate: error: baseline=",
+                            "is an earlier evaluation, already prompted and scored")
+
+
+@pytest.mark.parametrize("extra, says", [
+    (["baseline_extract=raw"], "baseline_extract=raw: only used with baseline="),
+    (["baseline=x", "baseline_template=rl"], "baseline_template=rl is the template testsets= rows are built with"),
+])
+def test_baseline_options_that_cannot_apply_are_refused(tmp_path, capsys, extra, says):
+    data = tmp_path / "test.parquet"
+    code = main([f"data={data}", "generator=file", f"responses={tmp_path / 'r.jsonl'}", *extra])
+    assert code == 2
+    assert_one_line_refusal(capsys.readouterr().err, "evaluate: error: ", says)
 
 
 def test_bootstrap_options_without_a_baseline_are_refused(tmp_path, files, capsys):

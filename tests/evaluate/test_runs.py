@@ -110,22 +110,29 @@ def test_bad_run_options_are_one_line(testset, args, says, capsys):
     assert len(err) == 1 and says in err[0], err
 
 
-def test_a_run_is_evaluated_at_every_step_into_one_table_and_plots(sweep, testset, tmp_path, capsys):
+def test_a_run_is_evaluated_at_every_step_into_one_table_and_plots(sweep, testset, policy, tmp_path, capsys):
+    """One command: every saved step of a run against the model it started from (baseline= a model dir, evaluated
+    once, first, into <out>/baseline/)."""
     folder, a, _ = sweep
-    data, responses = testset
-    # the baseline: an earlier evaluation of the same rows (here canned answers: no generation)
-    assert main([f"data={data}", "generator=file", f"responses={responses}", "metrics=bleu,chrf",
-                 f"out={tmp_path / 'base'}"]) == 0
+    data, _ = testset
     out = tmp_path / "eval"
     out.mkdir()
     common = [f"run={folder / '0_a'}", f"data={data}", "accelerator=cpu", "metrics=bleu,chrf", "max_new_tokens=8",
-              f"baseline={tmp_path / 'base'}"]
+              f"baseline={policy}"]
     assert main([*common, f"out={out}"]) == 2   # an existing out is refused before anything runs
     assert "already exists" in capsys.readouterr().err
     out.rmdir()
     assert main([*common, f"out={out}"]) == 0, capsys.readouterr().err
     err = capsys.readouterr().err
     assert "run=: 2 checkpoint(s) to evaluate: 0_a step 2, 0_a step 4" in err, err
+    assert err.count(f"baseline: evaluating {policy} first") == 1, err
+    base = json.loads((out / "baseline" / "summary.json").read_text())
+    assert base["model_dir"] == str(policy) and base["generator"] == "vllm" and "baseline" not in base
+    compared = json.loads((out / "0_a" / "step_4" / "summary.json").read_text())["baseline"]
+    assert compared["dir"] == str(policy) and compared["evaluation"] == "baseline"
+    # each step's checkpoint holds the policy's own weights: greedy, the same answers, no difference at all
+    for metric in ("bleu", "chrf", "format_ok"):
+        assert compared["rows"]["zh-en"][metric]["delta"] == 0 and not compared["rows"]["zh-en"][metric]["significant"]
     for step in (2, 4):
         summary = json.loads((out / "0_a" / f"step_{step}" / "summary.json").read_text())
         assert summary["checkpoint"] == str(a / f"global_step_{step}")
