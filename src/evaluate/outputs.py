@@ -130,6 +130,52 @@ def table_cells(rows: list[dict], trained_on: list[str] | None = None,
                      for r in rows]
 
 
+# the columns of a wide table's group: what a test set's (or direction's) row holds beside its identity
+_IDENTITY = ("run", "step", "direction", "segments")
+
+
+def wide_table(rows: list[dict], trained_on: list[str] | None = None, versus: dict | None = None) -> dict:
+    """run=: the results as a paper lays them out, a row per (run, step) and a column group per table row key of an
+    evaluation (its direction, or test set and direction), each group the metrics some of its rows have, each cell
+    the value and, with `versus`, its Δ to the baseline (`*` where significant). {"groups": [(name, [(key,
+    header, decimals)])], "rows": [{"run", "step", "cells": {group: {key: text}}, "values": {group: {key: {value,
+    delta, p_value, significant}}}}]}."""
+    groups: dict[str, list] = {}
+    for row in rows:
+        groups.setdefault(row["direction"], []).append(row)
+    layout = [(name, [c for c in _columns(members, trained_on) if c[0] not in _IDENTITY])
+              for name, members in groups.items()]
+    out: dict[tuple, dict] = {}
+    for row in rows:
+        entry = out.setdefault((row.get("run"), row.get("step")), {"run": row.get("run"), "step": row.get("step"),
+                                                                   "cells": {}, "values": {}})
+        cols = dict((name, c) for name, c in layout)[row["direction"]]
+        compared = _compared(versus, row) if versus else {}
+        cells, values = entry["cells"].setdefault(row["direction"], {}), entry["values"].setdefault(row["direction"], {})
+        for key, _, decimals in cols:
+            if row.get(key) is None:
+                continue
+            text, value = _cell(row, key, decimals), {"value": row[key]}
+            found = compared.get(key)
+            if found is not None:
+                text += f" ({found['delta']:+.{decimals}f}{'*' if found['significant'] else ''})"
+                value.update({k: found[k] for k in ("delta", "p_value", "significant")})
+            cells[key], values[key] = text, value
+    return {"groups": layout, "rows": list(out.values())}
+
+
+def wide_markdown(wide: dict, versus: dict | None = None) -> str:
+    """wide_table as markdown: one header row, each column named `<group> <metric>`."""
+    cols = [(name, key, header) for name, group in wide["groups"] for key, header, _ in group]
+    lines = ["| run | step | " + " | ".join(f"{name} {header}" for name, _, header in cols) + " |",
+             "| --- | ---: | " + " | ".join("---:" for _ in cols) + " |"]
+    for entry in wide["rows"]:
+        lines.append(f"| {entry['run']} | {entry['step']} | "
+                     + " | ".join(entry["cells"].get(name, {}).get(key, "") for name, key, _ in cols) + " |")
+    note = (f"\n{versus_note(versus)} In parentheses: Δ to the baseline.\n" if versus else "")
+    return "\n".join(lines) + "\n" + note
+
+
 def markdown_table(rows: list[dict], trained_on: list[str] | None = None, versus: dict | None = None) -> str:
     headers, cells = table_cells(rows, trained_on, versus)
     lines = ["| " + " | ".join(h for h, _ in headers) + " |",

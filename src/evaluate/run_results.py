@@ -1,14 +1,16 @@
-"""run=: one results table over the evaluated checkpoints (a row per run, step and table row of its evaluation, the
-baseline's Δ columns when given) in results.md, results.html, results.csv and results.json, and a plot of each metric against
-the training step, a line per run (`<metric>_by_step.png`), where some run has two steps or more. Each checkpoint's
-own evaluation (src/evaluate/outputs.py) lies in `<run>/step_<N>/` beside them."""
+"""run=: the results over the evaluated checkpoints in results.md, results.html, results.csv and results.json: the
+paper's table (a row per run and step, a column group per test set or direction, each cell the value and its Δ to
+the baseline when given; outputs.wide_table) and every row in full (a row per run, step and table row of its
+evaluation, the baseline's Δ columns with their p-values), and a plot of each metric against the training step, a
+line per run (`<metric>_by_step.png`), where some run has two steps or more. Each checkpoint's own evaluation
+(src/evaluate/outputs.py) lies in `<run>/step_<N>/` beside them."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
 from .options import ALL_METRICS
-from .outputs import csv_table, markdown_table, table_cells, versus_note
+from .outputs import csv_table, markdown_table, table_cells, versus_note, wide_markdown, wide_table
 
 RESULTS_MD, RESULTS_HTML, RESULTS_CSV, RESULTS_JSON = "results.md", "results.html", "results.csv", "results.json"
 # where run= of one run or sweep dir writes by default: <that dir>/eval/<time>_<test set>/
@@ -37,20 +39,26 @@ def combined(evaluations: list[tuple]) -> tuple[list[dict], dict | None]:
 def write(folder: Path, evaluations: list[tuple], trained_on: list[str] | None) -> list[Path]:
     """The results files and plots into `folder` (a temp dir the caller publishes); their paths."""
     rows, versus = combined(evaluations)
+    wide = wide_table(rows, trained_on, versus)
     plots = plot(folder, rows)
-    (folder / RESULTS_MD).write_text(markdown_table(rows, trained_on, versus), encoding="utf-8")
-    (folder / RESULTS_HTML).write_text(html_page(rows, trained_on, versus, [p.name for p in plots]), encoding="utf-8")
+    (folder / RESULTS_MD).write_text(f"By run and step:\n\n{wide_markdown(wide, versus)}\nEvery row:\n\n"
+                                     f"{markdown_table(rows, trained_on, versus)}", encoding="utf-8")
+    (folder / RESULTS_HTML).write_text(html_page(rows, trained_on, versus, [p.name for p in plots], wide),
+                                       encoding="utf-8")
     (folder / RESULTS_CSV).write_text(csv_table(rows, versus), encoding="utf-8")
     entries = [{"run": run, "step": step, "dir": str(Path(sub).relative_to(folder)), "rows": table,
                 "baseline": (summary.get("baseline") or {}).get("rows")} for run, step, sub, table, summary in evaluations]
-    (folder / RESULTS_JSON).write_text(json.dumps({"evaluations": entries, "baseline": versus and {
+    by_step = [{"run": e["run"], "step": e["step"], "results": e["values"]} for e in wide["rows"]]
+    (folder / RESULTS_JSON).write_text(json.dumps({"by_step": by_step, "evaluations": entries, "baseline": versus and {
         k: v for k, v in versus.items() if k != "rows"}}, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
     return [folder / name for name in (RESULTS_MD, RESULTS_HTML, RESULTS_CSV, RESULTS_JSON)] + plots
 
 
-def html_page(rows: list[dict], trained_on: list[str] | None, versus: dict | None, plots: list[str]) -> str:
-    """The table as a page of its own (every cell escaped: run names and directions are the user's), the note on
-    how the Δ columns were tested, and the plots."""
+def html_page(rows: list[dict], trained_on: list[str] | None, versus: dict | None, plots: list[str],
+              wide: dict) -> str:
+    """The tables as a page of their own (every cell escaped: run names and test sets are the user's): the paper's
+    table with a header cell over each column group, every row in full, the note on how the Δ values were tested,
+    and the plots."""
     from html import escape
 
     headers, cells = table_cells(rows, trained_on, versus)
@@ -59,11 +67,19 @@ def html_page(rows: list[dict], trained_on: list[str] | None, versus: dict | Non
         return "<tr>" + "".join(f'<{tag}{" class=n" if number else ""}>{escape(t)}</{tag}>'
                                 for t, (_, number) in zip(texts, headers)) + "</tr>"
     body = "\n".join(line("td", row) for row in cells)
-    note = f"<p>{escape(versus_note(versus))}</p>" if versus else ""
+    groups = "".join(f"<th colspan={len(cols)}>{escape(name)}</th>" for name, cols in wide["groups"] if cols)
+    metrics = "".join(f"<th class=n>{escape(header)}</th>" for _, cols in wide["groups"] for _, header, _ in cols)
+    by_step = "\n".join(
+        f"<tr><td>{escape(str(e['run']))}</td><td class=n>{escape(str(e['step']))}</td>"
+        + "".join(f"<td class=n>{escape(e['cells'].get(name, {}).get(key, ''))}</td>"
+                  for name, cols in wide["groups"] for key, _, _ in cols) + "</tr>" for e in wide["rows"])
+    note = f"<p>{escape(versus_note(versus))} In parentheses: Δ to the baseline.</p>" if versus else ""
     images = "".join(f'<p><img src="{escape(name)}" alt="{escape(name)}"></p>' for name in plots)
     return ("<!doctype html><meta charset=utf-8><title>evaluation results</title>"
             "<style>table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px}.n{text-align:right}"
-            f"</style>\n<table>\n{line('th', [h for h, _ in headers])}\n{body}\n</table>\n{note}{images}\n")
+            "</style>\n<h2>By run and step</h2>\n<table>\n<tr><th rowspan=2>run</th><th rowspan=2>step</th>"
+            f"{groups}</tr>\n<tr>{metrics}</tr>\n{by_step}\n</table>\n<h2>Every row</h2>\n"
+            f"<table>\n{line('th', [h for h, _ in headers])}\n{body}\n</table>\n{note}{images}\n")
 
 
 def plot(folder: Path, rows: list[dict]) -> list[Path]:

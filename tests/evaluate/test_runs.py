@@ -141,7 +141,10 @@ def test_a_run_is_evaluated_at_every_step_into_one_table_and_plots(sweep, testse
         ("0_a", 2, "0_a/step_2"), ("0_a", 4, "0_a/step_4")]
     assert {r["direction"] for e in results["evaluations"] for r in e["rows"]} == {"zh-en", "en-zh"}
     assert set(results["evaluations"][0]["baseline"]["zh-en"]) == {"bleu", "chrf", "format_ok"}
-    table = (out / "results.md").read_text().splitlines()
+    md = (out / "results.md").read_text().splitlines()
+    # the paper's table first: a row per step, a column group per direction (its layout: the test below)
+    assert md[0] == "By run and step:" and [line.split(" | ")[:2] for line in md[4:6]] == [["| 0_a", "2"], ["| 0_a", "4"]]
+    table = md[md.index("Every row:") + 2:]
     assert table[0].startswith("| run | step | direction | segments |") and "| ΔBLEU | ΔchrF |" in table[0]
     # the run trained on BLEU (and xcomet, not computed here): marked without trained_on=
     assert "| BLEU (trained) | chrF (held out) |" in table[0], table[0]
@@ -153,5 +156,45 @@ def test_a_run_is_evaluated_at_every_step_into_one_table_and_plots(sweep, testse
     assert rows[0].split("|")[4:] == rows[1].split("|")[4:], rows
     assert (out / "bleu_by_step.png").stat().st_size > 0 and (out / "format_ok_by_step.png").is_file()
     page = (out / "results.html").read_text()
-    assert page.count("<tr>") == 1 + 4 and "<th class=n>ΔBLEU</th>" in page and '<img src="bleu_by_step.png"' in page
+    assert page.count("<tr>") == 2 + 2 + 1 + 4 and "<th class=n>ΔBLEU</th>" in page and '<img src="bleu_by_step.png"' in page
+    assert "<th colspan=" in page
     assert not list(tmp_path.glob(".eval.*"))   # the temp dir it was built in is gone
+
+
+def test_the_papers_table_has_a_row_per_run_and_step_and_a_column_group_per_direction(tmp_path):
+    """results.md/html/json as run_results writes them from evaluations (no generation): a row per (run, step), a
+    group per direction, each cell the value with its Δ to the baseline, `*` where significant."""
+    from src.evaluate import run_results
+
+    def summary(bleu_delta: float, significant: bool) -> dict:
+        comparison = {"bleu": {"delta": bleu_delta, "p_value": 0.01 if significant else 0.4,
+                               "significant": significant}}
+        return {"baseline": {"dir": "/models/base", "metrics": ["bleu"], "resamples": 1000, "seed": 12345,
+                             "alpha": 0.05, "rows": {"zh-en": comparison, "en-zh": comparison}}}
+
+    def rows(bleu: float) -> list[dict]:
+        return [{"direction": "zh-en", "segments": 48, "bleu": bleu, "chrf": 50.0},
+                {"direction": "en-zh", "segments": 48, "bleu": bleu + 10, "chrf": 40.0}]
+    evaluations = [("<b>a</b>", step, tmp_path / "<b>a</b>" / f"step_{step}", rows(20.0 + step), summary(step, step > 2))
+                   for step in (2, 4)] + [("b", 4, tmp_path / "b" / "step_4", rows(30.0), summary(-1.0, False))]
+    run_results.write(tmp_path, evaluations, trained_on=["bleu"])
+
+    md = (tmp_path / "results.md").read_text(encoding="utf-8").splitlines()
+    assert md[0] == "By run and step:"
+    assert md[2] == ("| run | step | zh-en BLEU (trained) | zh-en chrF (held out) | en-zh BLEU (trained) | "
+                     "en-zh chrF (held out) |")
+    assert md[4:7] == ["| <b>a</b> | 2 | 22.00 (+2.00) | 50.00 | 32.00 (+2.00) | 40.00 |",
+                       "| <b>a</b> | 4 | 24.00 (+4.00*) | 50.00 | 34.00 (+4.00*) | 40.00 |",
+                       "| b | 4 | 30.00 (-1.00) | 50.00 | 40.00 (-1.00) | 40.00 |"]
+    assert "In parentheses: Δ to the baseline." in md[8]
+    every = md.index("Every row:")
+    assert md[every + 2].startswith("| run | step | direction | segments |") and len(
+        [line for line in md[every:] if line.startswith(("| <b>a</b> |", "| b |"))]) == 6
+    by_step = json.loads((tmp_path / "results.json").read_text())["by_step"]
+    assert [(e["run"], e["step"]) for e in by_step] == [("<b>a</b>", 2), ("<b>a</b>", 4), ("b", 4)]
+    assert by_step[1]["results"]["zh-en"]["bleu"] == {"value": 24.0, "delta": 4, "p_value": 0.01, "significant": True}
+    assert by_step[1]["results"]["en-zh"]["chrf"] == {"value": 40.0}
+    page = (tmp_path / "results.html").read_text(encoding="utf-8")
+    assert "<th colspan=2>zh-en</th><th colspan=2>en-zh</th>" in page
+    assert "<td>&lt;b&gt;a&lt;/b&gt;</td><td class=n>4</td><td class=n>24.00 (+4.00*)</td>" in page
+    assert "<b>a</b>" not in page
