@@ -168,7 +168,10 @@ class BaselineRun:
                        extract=opts.baseline_extract or opts.extract)
         theirs = replace(opts, run=[], steps="all", baseline=None, out=None, trained_on=[], merged_dir=None,
                          baseline_template=None, baseline_chat_template=None, baseline_extract=None, **how)
-        self.prepared = Prepared(theirs, nested=True)
+        try:  # checked as checkpoint= or hypotheses= is, said of baseline=
+            self.prepared = Prepared(theirs, nested=True)
+        except UsageError as exc:
+            raise UsageError(f"baseline: {exc}") from None
         self.result: tuple | None = None
 
     def evaluated(self) -> tuple[list[dict], list[dict], dict]:

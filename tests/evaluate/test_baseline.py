@@ -181,6 +181,15 @@ def test_baseline_options_that_cannot_apply_are_refused(tmp_path, capsys, extra,
     assert_one_line_refusal(capsys.readouterr().err, "evaluate: error: ", says)
 
 
+def test_a_baseline_dir_that_is_no_model_and_no_evaluation_is_refused_before_anything_runs(tmp_path, files, capsys):
+    test_set, systems = files
+    (tmp_path / "empty").mkdir()
+    code, out = evaluate(tmp_path, test_set, systems["good"], "good", f"baseline={tmp_path / 'empty'}")
+    assert code == 2 and not out.exists()
+    assert_one_line_refusal(capsys.readouterr().err, f"evaluate: error: baseline: checkpoint: {tmp_path / 'empty'} "
+                                                     f"is neither an HF model dir")
+
+
 def test_bootstrap_options_without_a_baseline_are_refused(tmp_path, files, capsys):
     test_set, systems = files
     code, out = evaluate(tmp_path, test_set, systems["good"], "good", "bootstrap_seed=7")
