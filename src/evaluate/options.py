@@ -229,7 +229,8 @@ def _check(o: EvalOptions) -> None:
         raise UsageError(f"generator={o.generator!r}; choose from {', '.join(GENERATORS)}")
     if o.accelerator not in ACCELERATORS:
         raise UsageError(f"accelerator={o.accelerator!r}; choose from {', '.join(ACCELERATORS)}")
-    if o.accelerator != "gpu" and o.generator != "vllm":
+    if o.accelerator != "gpu" and o.generator != "vllm" and not o.baseline:
+        # with baseline= (a model), it says where the baseline's answers are generated
         raise UsageError(f"accelerator={o.accelerator} says where vLLM generates, and generator={o.generator} "
                          f"generates nothing; drop accelerator=")
     if o.extract not in EXTRACT_MODES:

@@ -190,6 +190,26 @@ def test_a_baseline_dir_that_is_no_model_and_no_evaluation_is_refused_before_any
                                                      f"is neither an HF model dir")
 
 
+def test_a_baseline_model_is_prompted_and_read_as_the_baseline_options_say(tmp_path, files):
+    """An outside system's file against a base instruct model on this CPU machine: the model's evaluation gets its
+    own template, chat template and extraction, and nothing of the system's (checked up front, nothing generated)."""
+    from src.evaluate.baseline import MODEL
+    from src.evaluate.cli import BaselineRun
+    from src.evaluate.options import parse_options
+    from src.tiny_models.policy import ensure_built
+
+    model = tmp_path / "base-model"
+    ensure_built(model)
+    test_set, systems = files
+    opts = parse_options([f"testsets={test_set}", "template=rl", f"hypotheses={systems['good']}", "metrics=bleu",
+                          "accelerator=cpu", "trained_on=bleu", f"baseline={model}", "baseline_template=chat",
+                          "baseline_chat_template=true", "baseline_extract=raw"])
+    theirs = BaselineRun(opts, MODEL).prepared.opts
+    assert (theirs.checkpoint, theirs.generator, theirs.accelerator) == (str(model), "vllm", "cpu")
+    assert (theirs.template, theirs.chat_template, theirs.extract) == ("chat", True, "raw")
+    assert theirs.baseline is None and theirs.hypotheses is None and theirs.trained_on == [] and theirs.out is None
+
+
 def test_bootstrap_options_without_a_baseline_are_refused(tmp_path, files, capsys):
     test_set, systems = files
     code, out = evaluate(tmp_path, test_set, systems["good"], "good", "bootstrap_seed=7")
