@@ -28,7 +28,7 @@ from dataclasses import asdict
 from itertools import groupby
 from pathlib import Path
 
-from .options import EvalOptions, UsageError, parse_options
+from .options import BASELINE_MODEL_OPTIONS, EvalOptions, UsageError, given_baseline_model_options, parse_options
 
 EXIT_BAD_INPUT, EXIT_FAILED = 2, 1
 EXIT_INTERRUPTED = 130  # Ctrl-C: 128 + SIGINT, as the shell reports it
@@ -101,7 +101,7 @@ class Prepared:
         self.baseline, self.baseline_run = None, baseline_run
         kind = baseline_kind(opts.baseline) if opts.baseline else None
         if kind == EVALUATION:
-            if any(v is not None for v in (opts.baseline_template, opts.baseline_chat_template, opts.baseline_extract)):
+            if given_baseline_model_options(opts):
                 raise UsageError(f"baseline={opts.baseline} is an earlier evaluation, already prompted and scored: "
                                  f"baseline_template/baseline_chat_template/baseline_extract are for a baseline model; "
                                  f"drop them")
@@ -149,8 +149,7 @@ class BaselineRun:
 
         self.path = opts.baseline
         if kind == HYPOTHESES:
-            own = [k for k in ("baseline_template", "baseline_chat_template", "baseline_extract")
-                   if getattr(opts, k) is not None]
+            own = given_baseline_model_options(opts)
             if own:
                 raise UsageError(f"baseline={self.path} is a hypotheses file (one translation a line, read as it is): "
                                  f"{', '.join(own)} are for a baseline model; drop them")
@@ -167,7 +166,7 @@ class BaselineRun:
                                       else opts.baseline_chat_template),
                        extract=opts.baseline_extract or opts.extract)
         theirs = replace(opts, run=[], steps="all", baseline=None, out=None, trained_on=[], merged_dir=None,
-                         baseline_template=None, baseline_chat_template=None, baseline_extract=None, **how)
+                         **dict.fromkeys(BASELINE_MODEL_OPTIONS), **how)
         try:  # checked as checkpoint= or hypotheses= is, said of baseline=
             self.prepared = Prepared(theirs, nested=True)
         except UsageError as exc:
@@ -362,13 +361,13 @@ def _main_runs(opts: EvalOptions) -> int:
         """trained_on= as given, else what the checkpoint's run trained on, of the metrics computed."""
         return list(opts.trained_on) or [m for m in (c.trained_on or ()) if m in opts.metrics]
     # each checkpoint's evaluation checked as checkpoint= is: its shards, its merge target, the baseline's segments
-    # a baseline model or hypotheses file: evaluated once, every checkpoint compared with it
-    from .baseline import EVALUATION, baseline_kind
-
-    kind = baseline_kind(opts.baseline) if opts.baseline else None
-    shared = BaselineRun(opts, kind) if kind and kind != EVALUATION else None
-    prepared = [(c, Prepared(replace(opts, run=[], steps="all", checkpoint=str(c.path), out=None,
-                                     trained_on=trained_on(c)), baseline_run=shared)) for c in found]
+    # a baseline model or hypotheses file: the first checkpoint's Prepared makes its evaluation, every other shares it
+    prepared, shared = [], None
+    for c in found:
+        p = Prepared(replace(opts, run=[], steps="all", checkpoint=str(c.path), out=None, trained_on=trained_on(c)),
+                     baseline_run=shared)
+        prepared.append((c, p))
+        shared = p.baseline_run
     # the results table marks its columns where every run trained on the same metrics
     marks = {tuple(p.opts.trained_on) for _, p in prepared}
     table_trained_on = list(marks.pop()) if len(marks) == 1 else None

@@ -31,6 +31,15 @@ EXTRACT_MODES = ("lenient", "strict", "raw")
 HYPOTHESES_EXTRACT = "raw"
 
 
+# how a baseline= model is prompted and read (null: as the system is); for a model only
+BASELINE_MODEL_OPTIONS = ("baseline_template", "baseline_chat_template", "baseline_extract")
+
+
+def given_baseline_model_options(opts) -> list[str]:
+    """The BASELINE_MODEL_OPTIONS set (not null) in `opts`."""
+    return [k for k in BASELINE_MODEL_OPTIONS if getattr(opts, k) is not None]
+
+
 def model_option(metric: str) -> str:
     """The option naming the service model of a QE metric: comet_model, kiwi_model, xcomet_model,
     and <metric>_model for each backend's own metric."""
@@ -294,8 +303,7 @@ def _check(o: EvalOptions) -> None:
     problem = resampling_problem(o.bootstrap_resamples, o.bootstrap_seed, "bootstrap_resamples", "bootstrap_seed")
     if problem:
         raise UsageError(problem)
-    bootstrap = [f"{k}={getattr(o, k)}" for k in ("bootstrap_resamples", "bootstrap_seed", "baseline_template",
-                                                   "baseline_chat_template", "baseline_extract")
+    bootstrap = [f"{k}={getattr(o, k)}" for k in ("bootstrap_resamples", "bootstrap_seed", *BASELINE_MODEL_OPTIONS)
                  if getattr(o, k) != getattr(EvalOptions, k)]
     if bootstrap and not o.baseline:
         raise UsageError(f"{' and '.join(bootstrap)}: only used with baseline= (what to compare with: an earlier "
