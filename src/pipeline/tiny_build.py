@@ -12,7 +12,7 @@ and reused when its marker says it is complete:
   policy (`python -m src.tiny_models teach`: the base policy taught the task on its teaching prompts) at
   `model.path`. Other data is the user's own, prepared beforehand.
 Each runs as its own process: the builders need the other environment or torch, which the launcher
-never imports. One launch at a time builds in one build dir (a lock file in it): the jobs of a sweep, or two
+never imports. One launch at a time builds in one build dir (an flock on a lock file): the jobs of a sweep, or two
 launches sharing `model.build_dir`, would otherwise build the same tree at once; the second waits, then reuses.
 The lock file lies beside the build dir, not in it: a build refused before it wrote anything leaves no build dir.
 """
