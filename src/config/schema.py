@@ -69,6 +69,22 @@ class AttnImplementation(Enum):
 
 
 @dataclass
+class LoraSchema:
+    """LoRA adapters trained instead of the whole model: verl 0.9.1 wraps the actor with peft (verl/workers/engine/
+    fsdp/transformer_impl.py, `_is_lora`), computes the reference log-probs with the adapter off instead of a
+    second model (verl/trainer/ppo/v1/trainer_base.py `ref_in_actor`) and serves the adapter to vLLM beside the
+    base weights (verl/workers/rollout/vllm_rollout/vllm_async_server.py: enable_lora, max_loras 1)."""
+    rank: int = setting(0, doc="LoRA rank: 0 trains the whole model (verl rounds it up to a rank vLLM serves, at "
+                        "most 512)", interval="[0, 512]", example="64", verl="actor_rollout_ref.model.lora_rank")
+    alpha: int = setting(16, doc="LoRA scaling: the adapter's output is multiplied by alpha / rank (an integer, "
+                         "verl's default: verl/workers/config/model.py HFModelConfig.lora_alpha)", interval="[1, inf)",
+                         example="32", verl="actor_rollout_ref.model.lora_alpha")
+    target_modules: str = setting("all-linear", doc="the layers that get an adapter: all-linear (q, k, v, o, gate, "
+                                  "up, down) or a peft module-name pattern",
+                                  verl="actor_rollout_ref.model.target_modules")
+
+
+@dataclass
 class ModelSchema:
     name: str = MISSING
     path: str = MISSING
@@ -87,6 +103,7 @@ class ModelSchema:
         example="0.6", verl="actor_rollout_ref.rollout.gpu_memory_utilization")
     # actor/ref attention (src/plan/attention.py chooses for auto and says why in the plan table)
     attn_implementation: AttnImplementation = AttnImplementation.auto
+    lora: LoraSchema = field(default_factory=LoraSchema)
     # a directory: the model is built there at launch from the shape above, with the tiny QE
     # checkpoints and prompts of experiment=smoke_tiny / learn_tiny (src/pipeline/tiny_build.py); null: a real model
     build_dir: Optional[str] = None

@@ -59,10 +59,12 @@ def baseline_identity(plan: RunPlan, preset: str | None = None) -> dict | None:
     (e.g. its default batch does not fit): the name is then the seed alone."""
     # the accelerator too (its group is named by trainer.device, which the id holds): what a CPU run needs
     # of verl (conf/accelerator/cpu.yaml) is where it runs, not a setting to name
+    # LoRA's rank as the model's part of the name has it (src/plan/run_names.py model_label): a LoRA run is read
+    # against a LoRA run, so what LoRA itself changes (vLLM's share) is not named twice
     # the algo preset by its own name: a run's `grpo+rloo` is read against grpo (src/config/presets.py label)
     # the experiment preset first: the groups named after it are this run's (Hydra applies them over the preset's)
     found = _baseline(((f"experiment={preset}",) if preset else ()) + (
-        f"model={plan.model}", f"reward={plan.reward}", f"reward.mode={plan.reward_mode}",
+        f"model={plan.model}", f"model.lora.rank={plan.lora_rank}", f"reward={plan.reward}", f"reward.mode={plan.reward_mode}",
         f"algo={plan.algo_preset or plan.algo}", f"gpus={plan.gpus_per_node}", f"nodes={plan.nodes}",
         f"seed={plan.seed}", f"accelerator={plan.device}"), plan.memory.gpu_gb)
     return None if found is None else dict(found)

@@ -190,6 +190,12 @@ def trains(cfg: dict, verl: dict, passthrough: dict, token_credit: bool, per_com
 
     rows.append(overlong_row(verl, src))
 
+    model = "actor_rollout_ref.model."
+    rank = _get(verl, model + "lora_rank") or 0
+    rows.append(TrainsRow("weights trained", f"LoRA adapters of rank {rank} (alpha {_num(_get(verl, model + 'lora_alpha'))}"
+                          f", on {_get(verl, model + 'target_modules')}); the base frozen" if rank > 0
+                          else "all (no LoRA)", src.verl_key(model + "lora_rank", "config: model.lora.rank")))
+
     optim = ACTOR + "optim."
     schedule = _get(verl, optim + "lr_scheduler_type")
     warmup = _get(verl, optim + "lr_warmup_steps")

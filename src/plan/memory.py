@@ -38,6 +38,15 @@ the FSDP2 tracker's shards confirm 4 N / G bytes), tp = rollout tensor parallel,
                    backend's T_s x hidden x (layers + 1) x c, an mT5 backend's attention-bound
                    max(T_s, L) x heads x L x c') + the CUDA context of its process (CUDA_CONTEXT_GB,
                    cited there)
+  LoRA (model.lora.rank r > 0): the base weights are frozen, only the adapters train. With A = the adapters'
+                   parameters (r x (in + out) per targeted linear: q, k, v, o, gate, up, down for all-linear,
+                   lora_parameters below, the count peft's get_peft_model makes, tests/launcher/test_lora.py):
+                   actor params (N + A) x dtype / G (verl casts the adapters to the base's dtype:
+                   verl/workers/engine/fsdp/transformer_impl.py), grads and Adam of A only, no ref model (verl
+                   computes the reference log-probs with the adapter off: verl/trainer/ppo/v1/trainer_base.py
+                   ref_in_actor), vLLM's weights + one adapter slot at vLLM's rank (max_loras 1:
+                   verl/workers/rollout/vllm_rollout/vllm_async_server.py). The micro batch's transient is the
+                   full model's measured one, an upper bound (the frozen weights' gradients are not made)
   reserve          memory.reserve_gb: CUDA contexts of the training and vLLM processes, NCCL
                    buffers, allocator fragmentation
 
@@ -89,6 +98,40 @@ class ActorShape:
     heads: int
     kv_heads: int
     vocab: int
+    intermediate: int = 0            # the MLP's size (LoRA's adapters on gate, up, down)
+
+
+# the LoRA ranks vLLM serves: verl's own list for a vLLM without vllm.config.lora.MaxLoRARanks
+# (verl/workers/rollout/vllm_rollout/utils.py get_vllm_max_lora_rank, which rounds a rank up to one of them);
+# tests/loop/test_vllm_lora_ranks.py checks it against the loop env's vLLM
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+
+def vllm_lora_rank(rank: int) -> int:
+    """The rank verl asks vLLM to reserve for an adapter of rank `rank` (0: none; above the largest: the largest,
+    which the verl check refuses)."""
+    return 0 if rank <= 0 else next((r for r in VLLM_LORA_RANKS if r >= rank), VLLM_LORA_RANKS[-1])
+
+
+# a decoder layer's linears (Qwen2/Llama names, as peft matches them): name -> (in, out) in units the shape gives
+LORA_LINEARS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+def lora_targets(target_modules: str) -> tuple[str, ...]:
+    """The decoder linears `target_modules` names (peft's all-linear: every one of them); a pattern naming none
+    of them counts all (an upper bound)."""
+    named = tuple(n for n in LORA_LINEARS if n in target_modules)
+    return named or LORA_LINEARS
+
+
+def lora_parameters(a: ActorShape, rank: int, targets: tuple[str, ...] = LORA_LINEARS) -> int:
+    """Parameters of the LoRA adapters of rank `rank` on `targets` of every layer: r x (in + out) each."""
+    head_dim = a.hidden // a.heads
+    kv = a.kv_heads * head_dim
+    dims = {"q_proj": (a.hidden, a.hidden), "k_proj": (a.hidden, kv), "v_proj": (a.hidden, kv),
+            "o_proj": (a.hidden, a.hidden), "gate_proj": (a.hidden, a.intermediate),
+            "up_proj": (a.hidden, a.intermediate), "down_proj": (a.intermediate, a.hidden)}
+    return a.layers * rank * sum(sum(dims[t]) for t in targets)
 
 
 @dataclass(frozen=True)
@@ -125,6 +168,9 @@ class MemoryInputs:
     scorer_batch_tokens: int
     scorer_models: tuple[ScorerModel, ...]
     gradient_checkpointing: bool     # actor_rollout_ref.model.enable_gradient_checkpointing
+    lora_rank: int = 0               # model.lora.rank: 0 trains the whole model
+    lora_targets: tuple[str, ...] = LORA_LINEARS
+    vllm_lora_rank: int = 0          # the rank vLLM reserves its adapter slot at (verl rounds up)
 
 
 @dataclass(frozen=True)
@@ -136,6 +182,7 @@ class MemoryPlan:
     actor_grads_gb: float
     actor_optimizer_gb: float
     ref_gb: float
+    lora_params: int                 # adapter parameters (0: no LoRA)
     update_activations_gb: float
     scorer_weights_gb: float
     scorer_activations_gb: float
@@ -177,16 +224,19 @@ def plan_memory(x: MemoryInputs) -> MemoryPlan:
     a, G = x.actor, x.world_size
     N = a.params_b * 1e9
     pb = _dtype_bytes(x.actor_dtype)
-    params = _gib(pb * N / G)
-    grads = _gib(pb * N / G)
-    adam = _gib(8 * N / G)
-    ref = _gib(_dtype_bytes(x.ref_dtype) * N / G) if x.use_ref else 0.0
+    lora = lora_parameters(a, x.lora_rank, x.lora_targets) if x.lora_rank > 0 else 0
+    trained = lora if lora else N
+    params = _gib(pb * (N + lora) / G)
+    grads = _gib(pb * trained / G)
+    adam = _gib(8 * trained / G)
+    # with LoRA verl's reference is the actor with its adapter off: no second model
+    ref = _gib(_dtype_bytes(x.ref_dtype) * N / G) if x.use_ref and not lora else 0.0
     ref_resident = 0.0 if x.ref_param_offload else ref
     # measured (benches/memory.py policy, FSDP2 tracker): what one micro batch's forward + backward holds
     # above the sharded state; the AdamW step instead holds foreach temporaries the size of the shard
     update_acts = _gib(policy_update_transient_bytes(x.micro_tokens, a.vocab, a.hidden, a.layers,
                                                      x.gradient_checkpointing))
-    step_temps = ADAM_STEP_TEMP_RATIO * params
+    step_temps = ADAM_STEP_TEMP_RATIO * _gib(pb * trained / G)
 
     s_weights, s_acts, s_total = scorer_need_gb(x.scorer_models, x.scorer_dtype, x.scorer_batch_tokens)
     on_training_gpu = x.scorer_placement == Placement.shared and bool(x.scorer_models)
@@ -197,7 +247,8 @@ def plan_memory(x: MemoryInputs) -> MemoryPlan:
     share = min(x.vllm_share_ceiling, math.floor(free / x.gpu_gb / SHARE_STEP + 1e-9) * SHARE_STEP)
     share = round(max(share, 0.0), 2)
     vllm = share * x.gpu_gb
-    vllm_weights = _gib(2 * N / x.tp)
+    vllm_lora = lora_parameters(a, x.vllm_lora_rank, x.lora_targets) if lora else 0
+    vllm_weights = _gib(2 * (N + vllm_lora) / x.tp)
     kv = vllm - vllm_weights - VLLM_OVERHEAD_GB
     replicas = max(1, G // x.tp)
     seqs = min(math.ceil(x.samples_per_step / replicas), x.max_num_seqs)
@@ -225,13 +276,14 @@ def plan_memory(x: MemoryInputs) -> MemoryPlan:
             f"update: actor params {params:.1f} + grads {grads:.1f} + Adam {adam:.1f} + ref {ref_resident:.1f} "
             f"+ micro batch {max(update_acts, step_temps):.1f} ({x.micro_tokens} tokens, FSDP buffers + "
             f"activations as measured in benches/RESULTS.md) + {scorer_txt} + reserve {x.reserve_gb:g} = "
-            f"{update:.1f} GiB > {x.gpu_gb:g} GiB")
+            f"{update:.1f} GiB > {x.gpu_gb:g} GiB" + (f" (LoRA rank {x.lora_rank}: grads and Adam of its "
+                                                       f"{lora / 1e6:.0f} M adapter parameters)" if lora else ""))
     if x.scorer_placement == Placement.dedicated and s_total > x.gpu_gb:
         problems.append(f"dedicated scorer: {s_total:.1f} GiB (weights {s_weights:.1f} + activations "
                         f"{s_acts:.1f} + {SCORER_CONTEXT_GB:g}) > {x.gpu_gb:g} GiB")
     return MemoryPlan(
         gpu_gb=x.gpu_gb, reserve_gb=x.reserve_gb, actor_params_gb=params, actor_grads_gb=grads,
-        actor_optimizer_gb=adam, ref_gb=ref, update_activations_gb=update_acts, scorer_weights_gb=s_weights,
+        actor_optimizer_gb=adam, ref_gb=ref, lora_params=lora, update_activations_gb=update_acts, scorer_weights_gb=s_weights,
         scorer_activations_gb=s_acts, scorer_gb=s_total, scorer_on_training_gpu=on_training_gpu,
         vllm_share=share, vllm_share_ceiling=x.vllm_share_ceiling, vllm_gb=vllm, vllm_weights_gb=vllm_weights,
         kv_cache_gb=kv, kv_needed_gb=kv_needed, rollout_seqs_per_replica=seqs, rollout_gb=rollout,

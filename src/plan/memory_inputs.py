@@ -12,7 +12,7 @@ from src.config.schema import Placement
 from src.scorer.backends import KINDS
 
 from .batch import BatchPlan
-from .memory import ActorShape, MemoryInputs, MemoryPlan, ScorerModel, plan_memory
+from .memory import ActorShape, MemoryInputs, MemoryPlan, ScorerModel, lora_targets, plan_memory, vllm_lora_rank
 from .values import PlanError, positive
 
 # verl keys (under the `verl` passthrough) the memory plan reads, with verl 0.9.1's defaults
@@ -51,6 +51,7 @@ def _scorer_shapes(cfg: dict, names: list[str]) -> tuple[ScorerModel, ...]:
 def memory_inputs(cfg: dict, batch: BatchPlan, world_size: int, gpu_gb: float, scorer_models: list[str],
                   placement: Placement, passthrough: dict) -> MemoryInputs:
     model, data, memory, scorer = cfg["model"], cfg["data"], cfg["memory"], cfg["scorer"]
+    lora = model.get("lora") or {"rank": 0, "target_modules": "all-linear"}  # an older snapshot has none
     max_seq = data["max_prompt_length"] + data["max_response_length"]
     reserve = memory["reserve_gb"]
     if reserve < 0:
@@ -61,7 +62,10 @@ def memory_inputs(cfg: dict, batch: BatchPlan, world_size: int, gpu_gb: float, s
     return MemoryInputs(
         gpu_gb=float(gpu_gb), reserve_gb=float(reserve),
         actor=ActorShape(params_b=float(model["params_b"]), layers=model["num_layers"], hidden=model["hidden_size"],
-                         heads=model["num_attention_heads"], kv_heads=model["num_kv_heads"], vocab=model["vocab_size"]),
+                         heads=model["num_attention_heads"], kv_heads=model["num_kv_heads"], vocab=model["vocab_size"],
+                         intermediate=model["intermediate_size"]),
+        lora_rank=lora["rank"], lora_targets=lora_targets(lora["target_modules"]),
+        vllm_lora_rank=vllm_lora_rank(lora["rank"]),
         world_size=world_size, tp=batch.rollout_tp, samples_per_step=batch.samples_per_step, max_seq_len=max_seq,
         micro_tokens=micro, max_num_seqs=int(passthrough.get(MAX_NUM_SEQS[0], MAX_NUM_SEQS[1])),
         gradient_checkpointing=bool(passthrough.get(*GRADIENT_CHECKPOINTING)),
@@ -95,12 +99,16 @@ def refusal(cfg: dict, inputs: MemoryInputs, mem: MemoryPlan, scorer_models: lis
     if placement == Placement.shared and scorer_models:
         alternatives.append((f"scorer.placement={Placement.dedicated}",
                              replace(inputs, scorer_placement=Placement.dedicated)))
+    # with LoRA verl builds no reference model (the actor with its adapter off): no ref key to offload
+    has_ref = inputs.use_ref and inputs.lora_rank == 0
     if not (inputs.actor_param_offload and inputs.actor_optimizer_offload
-            and (inputs.ref_param_offload or not inputs.use_ref)):
-        keys = [k for k, _ in OFFLOAD_KEYS.values() if inputs.use_ref or ".ref." not in k]
+            and (inputs.ref_param_offload or not has_ref)):
+        keys = [k for k, _ in OFFLOAD_KEYS.values() if has_ref or ".ref." not in k]
         alternatives.append(("offload (" + " ".join(f"+verl.{k}=true" for k in keys) + ")",
                              replace(inputs, actor_param_offload=True, actor_optimizer_offload=True,
                                      ref_param_offload=True)))
+    if inputs.lora_rank == 0:
+        alternatives.append(("LoRA (model.lora.rank=64)", replace(inputs, lora_rank=64, vllm_lora_rank=64)))
     fitting = [name for name, x in alternatives if plan_memory(x).fits]
     tried = [name.split(" (")[0] for name, _ in alternatives]
     hint = ("alternatives that fit: " + "; ".join(fitting) if fitting else

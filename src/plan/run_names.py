@@ -35,6 +35,9 @@ _ACTOR = "actor_rollout_ref.actor."
 WORDS: tuple[tuple[str, Optional[str]], ...] = (
     ("data.seed", None),  # the seed leads every name (run_name)
     (_ACTOR + "optim.lr", "lr"),
+    ("actor_rollout_ref.model.lora_rank", None),  # model.lora.rank: in the model's part (model_label)
+    ("actor_rollout_ref.model.lora_alpha", "loraalpha"),
+    ("actor_rollout_ref.model.target_modules", "loratargets"),
     ("data.train_batch_size", "prompts"),
     ("trainer.v1.sampler.sampler_kwargs.train_batch_size", None),  # data.train_batch_size's copy
     (_ROLLOUT + "n", "n"),
@@ -296,6 +299,12 @@ def reward_names(reward: str, mode: str, span_model: Optional[str]) -> tuple[str
     """How dirs and wandb name the reward: with its mode only where a span model runs (mode train|eval);
     with mode=off no span model is loaded, and `<reward>_off` would read as "<reward> off"."""
     return (reward, mode) if span_model else (reward,)
+
+
+def model_label(model: str, lora_rank: int) -> str:
+    """The model as dirs and wandb name it: `qwen2.5_7b-lora64` for a LoRA run, which trains other weights than
+    a run of the whole model (and saves other checkpoints), whatever the preset it is read against."""
+    return f"{model}-lora{lora_rank}" if lora_rank > 0 else model
 
 
 def checkpoint_prefix(results_root: str, model: str, reward: tuple[str, ...], algo: str, world_size: int) -> str:

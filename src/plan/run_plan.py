@@ -40,6 +40,8 @@ from .values import Adjustment, PlanError, at_least, check_ranges, flatten
 class RunPlan:
     model: str
     model_path: str
+    # model.lora.rank (0: the whole model trains): a LoRA run's dirs and wandb name say so (run_names.model_label)
+    lora_rank: int
     reward: str
     reward_mode: str
     # the algorithm's name in dirs and wandb: the preset's, plus any estimator or loss the run changed
@@ -162,7 +164,8 @@ def with_identity(plan: "RunPlan", run_id: str, name: str, reproduces: Optional[
     carrying the id. `plan.checkpoint_dir` is the prefix until this is applied (src/record/identity.py: the
     id is computed without the names, so they can be derived from it). `differs`: what the name reads
     (run_names.differences), every word of it, also those the name had no room for."""
-    named = run_names.names(plan.model, plan.algo, plan.world_size, name, run_id, reproduction if reproduces else 0)
+    named = run_names.names(run_names.model_label(plan.model, plan.lora_rank), plan.algo, plan.world_size, name, run_id,
+                            reproduction if reproduces else 0)
     return replace(plan, checkpoint_dir=f"{plan.checkpoint_dir}/{named.leaf}", run_id=run_id, reproduces=reproduces,
                    wandb_run_id=named.wandb_id, wandb_run_name=named.wandb_name,
                    differs_from_preset=plan.differs_from_preset if differs is None else differs)
@@ -241,10 +244,12 @@ def build_plan(cfg: dict, run_dir: str, gpu_memory_gb: Optional[float] = None, f
     limit = plan_time_limit(cfg.get("slurm") or {})
     named = reward_names(reward["name"], mode, reward_side.kwargs["models"]["span"])
     algo_label = presets.label(algo["name"], algo)
-    ckpt_dir = checkpoint_prefix(cfg["paths"]["results_root"], model["name"], named, algo_label, world_size)
+    lora_rank = (model.get("lora") or {}).get("rank", 0)  # an older snapshot has no model.lora
+    model_label = run_names.model_label(model["name"], lora_rank)
+    ckpt_dir = checkpoint_prefix(cfg["paths"]["results_root"], model_label, named, algo_label, world_size)
     backends = tuple(cfg["logger"]["backends"])
     return RunPlan(
-        model=model["name"], model_path=model["path"], reward=reward["name"], reward_mode=mode,
+        model=model["name"], model_path=model["path"], lora_rank=lora_rank, reward=reward["name"], reward_mode=mode,
         algo=algo_label, algo_preset=algo["name"], seed=cfg["seed"], gpus_per_node=gpus_per_node, nodes=nodes,
         world_size=world_size, batch=batch, samples_per_step=batch.samples_per_step,
         adjustments=tuple(adjustments),
@@ -252,7 +257,7 @@ def build_plan(cfg: dict, run_dir: str, gpu_memory_gb: Optional[float] = None, f
         run_dir=run_dir,
         wandb_project=wandb_project(named, batch.samples_per_step),
         # a placeholder until with_identity (the id is computed without it: src/record/identity.py)
-        wandb_run_name=run_names.wandb_name(model["name"], algo_label, world_size, "<run name>"),
+        wandb_run_name=run_names.wandb_name(model_label, algo_label, world_size, "<run name>"),
         ray_cpus_needed=ray_needed, ray_num_cpus=ray_num_cpus,
         scorer_models=tuple(scorer_models),
         scorer_gpus_per_node=scorer_gpus, node_gpus=gpus_per_node + scorer_gpus, node_cpus=node_cpus,

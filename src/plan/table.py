@@ -139,8 +139,11 @@ def memory_rows(plan: RunPlan) -> list[tuple[str, str, str]]:
     rows = [
         ("GPU memory per card", f"{m.gpu_gb:g} GiB", f"memory.gpu_gb; reserve {m.reserve_gb:g} GiB (contexts, NCCL)"),
         ("actor FSDP shard per GPU", f"{m.actor_params_gb:.1f} + {m.actor_grads_gb:.1f} + {m.actor_optimizer_gb:.1f}",
-         f"params + grads + Adam, GiB ({offload})"),
-        ("reference model per GPU", f"{m.ref_gb:.1f}" if m.ref_gb else "-", "GiB (KL loss only)"),
+         f"params + grads + Adam, GiB ({offload})" + (
+             f"; LoRA: grads and Adam of the {m.lora_params / 1e6:.0f} M adapter parameters only" if m.lora_params
+             else "")),
+        ("reference model per GPU", f"{m.ref_gb:.1f}" if m.ref_gb else "-",
+         "GiB (KL loss only; with LoRA the actor with its adapter off)"),
         ("update micro batch per GPU", f"{m.update_activations_gb:.1f}",
          "GiB above the FSDP shards: activations + units in flight (measured, benches/RESULTS.md)"),
         ("vLLM weights + KV cache", f"{m.vllm_weights_gb:.1f} + {m.kv_cache_gb:.1f}",

@@ -12,6 +12,8 @@ from typing import Any, Callable
 
 from omegaconf import DictConfig, OmegaConf
 
+from src.plan.memory import VLLM_LORA_RANKS
+
 
 class VerlValueError(ValueError):
     pass
@@ -163,10 +165,47 @@ def check_worker_dataclasses(cfg: DictConfig) -> None:
             omega_conf_to_dataclass(node)
 
 
+def _lora_rank(cfg: DictConfig) -> int:
+    """The rank verl serves to vLLM, read as verl reads it (verl/utils/config.py validate_config: model.lora.rank,
+    else model.lora_rank; 0 when the adapter is merged into the weights)."""
+    model = _get(cfg, "actor_rollout_ref.model") or {}
+    lora = model.get("lora") or {}
+    rank = lora.get("rank", 0) or 0
+    if rank <= 0:
+        rank = model.get("lora_rank", 0) or 0
+    return 0 if lora.get("merge", False) else rank
+
+
+def without_vllm_lora_check(cfg: DictConfig) -> DictConfig:
+    """`cfg` for verl's validate_config where vLLM is not installed (the launcher's env on a CPU machine plans
+    for the GPU node's): verl's LoRA rank check imports vLLM (verl/utils/config.py validate_config ->
+    get_vllm_max_lora_rank, whose module imports vllm) and fails with "vllm version None not supported". Then a
+    copy without LoRA goes to verl, and check_lora makes the same check on verl's own list of ranks. With vLLM
+    installed, or without LoRA, `cfg` itself."""
+    import importlib.util
+
+    if _lora_rank(cfg) <= 0 or _get(cfg, "actor_rollout_ref.rollout.name") != "vllm" \
+            or importlib.util.find_spec("vllm") is not None:
+        return cfg
+    copy = cfg.copy()
+    copy.actor_rollout_ref.model.lora_rank = 0
+    if copy.actor_rollout_ref.model.get("lora") is not None:
+        copy.actor_rollout_ref.model.lora.rank = 0
+    return copy
+
+
+def check_lora(cfg: DictConfig) -> None:
+    rank = _lora_rank(cfg)
+    if rank > VLLM_LORA_RANKS[-1]:
+        raise VerlValueError(f"actor_rollout_ref.model.lora_rank={rank} is above the largest rank vLLM serves, "
+                             f"{VLLM_LORA_RANKS[-1]} (verl/workers/rollout/vllm_rollout/utils.py "
+                             f"get_vllm_max_lora_rank); e.g. model.lora.rank=64")
+
+
 # the dataclasses first: where they refuse, verl's own message is the better one
 CHECKS: list[Callable[[DictConfig], None]] = [check_worker_dataclasses, check_positive_counts, check_rollout,
                                               check_strategies, check_estimator, check_policy_loss,
-                                              check_reward_manager]
+                                              check_reward_manager, check_lora]
 
 
 def run(cfg: DictConfig) -> None:

@@ -79,6 +79,11 @@ VERL_KEYS: list[tuple[str, Callable[[RunPlan, dict], Any]]] = [
     ("actor_rollout_ref.model.use_remove_padding", lambda p, c: p.attention.remove_padding),
     ("+actor_rollout_ref.model.override_config.attn_implementation", lambda p, c: p.attention.implementation),
     ("actor_rollout_ref.model.enable_gradient_checkpointing", lambda p, c: True),
+    # LoRA (rank 0: none); verl reads lora_rank/lora_alpha/target_modules into HFModelConfig
+    # (verl/workers/config/model.py) for the actor's peft wrap and vLLM's enable_lora
+    _copied("model.lora.rank"),
+    _copied("model.lora.alpha"),
+    _copied("model.lora.target_modules"),
     # actor
     _copied("trainer.lr"),
     ("actor_rollout_ref.actor.ppo_mini_batch_size", lambda p, c: p.batch.mini_batch_prompts),
@@ -275,7 +280,7 @@ def _run_verl_validation(cfg: DictConfig) -> None:
             from verl.trainer.ppo.utils import need_critic, need_reference_policy
             from verl.utils.config import validate_config
 
-            validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg),
+            validate_config(config=checks.without_vllm_lora_check(cfg), use_reference_policy=need_reference_policy(cfg),
                             use_critic=need_critic(cfg))
             # registers grpo_token here as the trainer process will, so verl_checks finds it in verl's registry
             credit_launch.check(cfg)

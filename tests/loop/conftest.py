@@ -61,6 +61,14 @@ def _command_line(pid: int) -> str:
         return "(gone)"
 
 
+def in_loop_env(code: str, env: dict | None = None) -> str:
+    """The last line `python -c CODE` prints in the loop env (.venv-loop), run from the repo root."""
+    proc = subprocess.run([str(LOOP_PYTHON), "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env=env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return proc.stdout.strip().splitlines()[-1]
+
+
 def _kill(pids: list[int]) -> None:
     for pid in pids:
         try:

@@ -15,19 +15,12 @@ from src.config import compose_config
 from src.plan import build_plan
 from src.verl_config import ppo_trainer
 
-from .conftest import LOOP_PYTHON, REPO
-
-
-def _in_loop_env(code: str, env: dict | None = None) -> str:
-    proc = subprocess.run([str(LOOP_PYTHON), "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300,
-                          env=env)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return proc.stdout.strip().splitlines()[-1]
+from .conftest import LOOP_PYTHON, REPO, in_loop_env
 
 
 def test_every_shim_target_is_in_the_pinned_verl_vllm_and_torch():
     """A pinned upgrade that removes or changes what a shim patches fails here (and at import, in one line)."""
-    missing = json.loads(_in_loop_env("import json; from src.cpu_platform import shims; "
+    missing = json.loads(in_loop_env("import json; from src.cpu_platform import shims; "
                                       "print(json.dumps(shims.missing_targets()))"))
     assert missing == []
 
@@ -58,7 +51,7 @@ def test_verl_picks_the_cpu_platform_through_its_registry_with_every_shim_applie
             "s.attribute), shims.MARK, False)]\n"
             "print(json.dumps([type(get_platform()).__name__, get_device_name(), str(get_device_id()), "
             "md.version('vllm'), patched]))")
-    platform, device, device_id, vllm_version, patched = json.loads(_in_loop_env(code, env))
+    platform, device, device_id, vllm_version, patched = json.loads(in_loop_env(code, env))
     assert (platform, device, device_id) == ("PlatformCPU", "cpu", "cpu")
     assert vllm_version.endswith("+cpu")  # vLLM finds its CPU platform by this tag
     from src.cpu_platform import shims
@@ -77,7 +70,7 @@ def test_the_deduped_gloo_backend_starts_a_real_process_group():
             "from src.cpu_platform import shims; shims.apply(); start()\n"
             "t = torch.ones(2); dist.all_reduce(t); print(refused, '|', t.tolist(), dist.get_backend())")
     # without the shim torch refuses verl's backend string; with it the group starts and reduces
-    assert _in_loop_env(code) == "Duplicate device type cpu | [1.0, 1.0] cpu:gloo"
+    assert in_loop_env(code) == "Duplicate device type cpu | [1.0, 1.0] cpu:gloo"
 
 
 def test_accelerator_cpu_sets_verls_platform_and_a_gpu_run_never_loads_it(tmp_path):

@@ -56,8 +56,7 @@ def _steps_since_last_start(log: Path) -> list[int]:
 def _kill(run_dir: Path, title_has: str) -> tuple[int, str, float]:
     """SIGKILL the job's process whose title has `title_has` (its environment names the run dir: the CPU loop's
     launches of other tests run beside it); (pid, title, when)."""
-    (found,) = titled_with_env(title_has, str(run_dir))[:1] or [None]
-    assert found, f"no process titled {title_has} of {run_dir}"
+    found = _one(title_has, run_dir)
     os.kill(found[0], signal.SIGKILL)
     return found[0], found[1], time.monotonic()
 
@@ -72,21 +71,37 @@ def _line_within(log: Path, start: str, has: str, since: float) -> tuple[str, fl
         if found:
             return found[0], time.monotonic() - since
         time.sleep(0.5)
-    raise AssertionError(f"no line {start!r} in {log}")
+    raise AssertionError(f"no line {start!r} with {has!r} in {log} within {LINE_TIMEOUT_S} s; its lines about "
+                         f"faults, saves and steps:\n" + "\n".join(_telling(log)))
+
+
+def _one(title_has: str, run_dir: Path) -> tuple[int, str]:
+    found = titled_with_env(title_has, str(run_dir))
+    assert len(found) == 1, f"not one process titled {title_has} of {run_dir}: {found}"
+    return found[0]
+
+
+def _telling(log: Path) -> list[str]:
+    """The lines of `log` that say what happened to a run (deaths, saves, steps, the launcher's own lines), short."""
+    keys = ("died", "death watch", "checkpoint:", "requeue", "training stopped", "Error", "step:", "Saving")
+    return [line[:300] for line in log.read_text(errors="replace").splitlines() if any(k in line for k in keys)][-60:]
 
 
 def _kill_while_saving(run_dir: Path, ckpt: Path, step: int) -> tuple[int, float]:
     """SIGKILL the job's FSDP worker the moment `global_step_<step>/` appears (the save takes a fraction of a second
     on the tiny model: polled every few milliseconds); (pid, when)."""
-    (worker,) = [pid for pid, _ in titled_with_env("ray::WorkerDict", str(run_dir))][:1] or [None]
-    assert worker, f"no FSDP worker of {run_dir}"
+    worker, _ = _one("ray::WorkerDict", run_dir)
     folder = ckpt / f"global_step_{step}"
     deadline = time.monotonic() + 600
     while not folder.exists():
         assert time.monotonic() < deadline, f"{folder} never appeared"
         time.sleep(0.002)
     os.kill(worker, signal.SIGKILL)
-    return worker, time.monotonic()
+    killed_at = time.monotonic()
+    # the save of the tiny model takes milliseconds: a kill that came after it says so (the test then fails on
+    # the step the line names, not on a line that never comes)
+    print(f"FSDP worker {worker} killed; the tracker then named step {tracked_step(ckpt)}")
+    return worker, killed_at
 
 
 def test_a_killed_engine_requeues_the_job_and_a_worker_killed_while_saving_then_fails_it(
