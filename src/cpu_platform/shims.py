@@ -112,6 +112,16 @@ def _no_offload(base):
     return CPUOffload
 
 
+def _unstacked_mapper_named(mapper_cls):
+    # the method verl calls, under the name vLLM 0.29 gave it: the same class, one more name
+    if not hasattr(mapper_cls, "get_rename_mapper"):
+        raise ShimTargetMissing("the CPU platform's shim lora_unstacked_mapper cannot apply: vLLM's WeightsMapper "
+                                "has no get_rename_mapper (src/cpu_platform/shims.py)")
+    mapper_cls.get_unstacked_mapper = mapper_cls.get_rename_mapper
+    setattr(mapper_cls, MARK, True)
+    return mapper_cls
+
+
 SHIMS: tuple[Shim, ...] = (
     Shim("dedupe_backend", "torch.distributed", "init_process_group", ("backend",),
          "verl/utils/distributed.py, initialize_global_process_group_ray",
@@ -153,6 +163,12 @@ SHIMS: tuple[Shim, ...] = (
          "FSDP1 pins an offloaded flat parameter (torch/distributed/fsdp/_flat_param.py), which needs an "
          "accelerator; on CPU the parameters are in host memory already. No offload.",
          lambda m: _no_offload(m.CPUOffload)),
+    Shim("lora_unstacked_mapper", "vllm.model_executor.models.utils", "WeightsMapper", ("orig_to_new_stacked",),
+         "verl/utils/vllm/utils.py, VLLMHijack hijack__load_adapter (a LoRA adapter synced into vLLM)",
+         "for vLLM >= 0.25 verl calls WeightsMapper.get_unstacked_mapper, which vLLM 0.29 renamed "
+         "get_rename_mapper (the mapper without stacked names, for LoRA's module names): every adapter load "
+         "fails with AttributeError. The GPU env's vLLM 0.24 takes verl's other branch. The old name is added.",
+         lambda m: _unstacked_mapper_named(m.WeightsMapper)),
 )
 
 
