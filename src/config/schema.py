@@ -42,6 +42,7 @@ class Placement(StrEnum):
     shared = "shared"        # on one training GPU (the plan lowers vLLM's share to make room)
     dedicated = "dedicated"  # own GPU(s) beyond the training GPUs
     cpu = "cpu"              # debugging
+    external = "external"    # a running service on another machine: scorer.url, its token in QE_SCORER_TOKEN
 
 
 class ScorerDtype(Enum):
@@ -200,6 +201,9 @@ class ScorerModelSchema:
 class ScorerSchema:
     placement: Placement = MISSING
     dedicated_gpus: int = setting(doc="GPUs per node of a dedicated scorer", interval="[0, inf)", example="1")
+    # scorer.placement=external: the running QE service's URL (http://host:port), whose bearer token comes from the
+    # environment variable QE_SCORER_TOKEN of the launch and of every job of a sweep (never from a file)
+    url: Optional[str] = None
     dtype: ScorerDtype = MISSING
     python: str = MISSING
     batch_tokens: int = MISSING

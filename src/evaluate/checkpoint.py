@@ -13,7 +13,9 @@ tokenizer; the full HF model too when `checkpoint.save_contents` includes `hf_mo
 The merge is `python -m verl.model_merger merge --backend fsdp --local_dir <actor> --target_dir <tmp>`
 run as a subprocess (verl's CLI is its stable interface; the merger loads every shard into CPU
 memory, and a subprocess gives that memory back before vLLM starts), into a temp dir renamed into
-place, so an interrupted merge never looks like a finished one and a finished one is reused.
+place, so an interrupted merge never looks like a finished one and a finished one is reused. A LoRA run's
+checkpoint comes out of verl's merger as the base weights and the adapter beside them: the adapter is merged
+into the weights before the rename (src/evaluate/lora_merge.py).
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from pathlib import Path
 
 from src.data.safe_write import os_reason, publish_dir
 
+from . import lora_merge
 from .options import UsageError
 
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
@@ -154,6 +157,15 @@ def hf_model_dir(resolved: ResolvedCheckpoint, merged_dir: str | None = None, lo
         if done.returncode != 0 or not is_hf_model_dir(tmp):
             tail = " | ".join(l for l in done.stderr.strip().splitlines()[-3:]) or "no output"
             raise MergeError(f"verl's model merger failed (exit {done.returncode}) on {resolved.path}: {tail}")
+        if (tmp / lora_merge.ADAPTER_DIR).is_dir():
+            # a LoRA run's checkpoint: verl's merger left the adapter beside the base weights
+            log(f"merging the LoRA adapter into the base weights: python -m src.evaluate.lora_merge {tmp}")
+            done = subprocess.run([sys.executable, "-m", "src.evaluate.lora_merge", str(tmp)], capture_output=True,
+                                  text=True)
+            if done.returncode != 0 or (tmp / lora_merge.ADAPTER_DIR).exists() or not is_hf_model_dir(tmp):
+                tail = " | ".join(l for l in done.stderr.strip().splitlines()[-3:]) or "no output"
+                raise MergeError(f"merging the LoRA adapter of {resolved.path} failed (exit {done.returncode}): "
+                                 f"{tail}")
         try:
             # claimed with an exclusive mkdir: a dir that appeared meanwhile is never replaced
             publish_dir(tmp, target, unique=False)

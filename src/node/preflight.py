@@ -10,10 +10,11 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from src.config.schema import Placement
 from src.plan import RunPlan, ray_cpus_for
 from src.plan.inputs import run_inputs, scorer_inputs
 
-from . import input_files
+from . import input_files, scorer_service
 
 
 class PreflightError(RuntimeError):
@@ -73,13 +74,18 @@ def gpu_memory_gb(environ: dict) -> float | None:
     return min(sizes) / 1024 if out.returncode == 0 and sizes else None
 
 
-def check_scorer(plan: RunPlan) -> None:
+def check_scorer(plan: RunPlan, environ: dict | None = None) -> None:
     """The QE service can start: its env's python and every checkpoint it loads exist, a model dir with
     the files its backend's descriptor says it holds (model_files; src/node/input_files.py words each
     problem). (It would fail on its own too, but only after the snapshot is written and with the run half
-    started.)"""
+    started.) An external one (scorer.placement=external) answers and serves the reward's models."""
     s = plan.scorer
     if s is None:
+        return
+    if s.placement == Placement.external:
+        problem = scorer_service.external_problem(s, dict(os.environ) if environ is None else environ)
+        if problem:
+            raise PreflightError(problem)
         return
     if not Path(s.python).is_file():
         raise PreflightError(f"scorer python not found at {s.python}: run `make setup` (creates .venv-scorer) or "
@@ -91,15 +97,15 @@ def run(plan: RunPlan, environ: dict, cpu_count: int | None = None, gpus_per_nod
         scorer: bool = True) -> None:
     """Every check of a node about to run its part: what it has, then the files it reads."""
     check_node(plan, environ, cpu_count, gpus_per_node_needed)
-    check_files(plan, scorer)
+    check_files(plan, scorer, environ)
 
 
-def check_files(plan: RunPlan, scorer: bool = True) -> None:
+def check_files(plan: RunPlan, scorer: bool = True, environ: dict | None = None) -> None:
     """The model, the data files and (with `scorer`) the QE models exist (src/plan/inputs.py lists them).
     What a launch builds (model.build_dir) is built before this runs (src/pipeline/tiny_build.py)."""
     _refuse_first(input_files.problems(run_inputs(plan, scorer=False)))
     if scorer:
-        check_scorer(plan)
+        check_scorer(plan, environ)
 
 
 def _refuse_first(problems: list[str]) -> None:

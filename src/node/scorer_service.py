@@ -23,6 +23,15 @@ its own env (`scorer.python`, .venv-scorer) as `python -m src.scorer.serve --con
   period; the watcher is stopped first so a stop is never mistaken for a death.
 Files, per node, in <run dir>/scorer/: node-<rank>.yaml (config, no secret), node-<rank>.ready.json
 (the service writes and removes it), node-<rank>.log (its stdout and stderr; appended per start).
+
+scorer.placement=external: a service running on another machine (scorer.url); nothing is started or watched here.
+Its bearer token is the user's QE_SCORER_TOKEN, set where the launch runs (a Slurm job inherits it from the
+submitting shell), passed on through the environment like a started service's token, never written anywhere.
+Before anything starts (a launch, a Slurm sweep before it is submitted, each node where training runs:
+`external_problem`) it must answer /health with that token and serve every QE model the reward needs, under the
+reward's name and of the config's kind. A service that goes away mid-run is what the reward client handles for a
+started one: it polls /health for up to scorer.ready_timeout_s and sends again; a group that still fails is lost,
+which the trainer's guard counts against scorer.lost_groups_allowed and then stops the run with one line.
 """
 from __future__ import annotations
 
@@ -257,6 +266,38 @@ class ScorerProcess:
             stop_group(self.proc, STOP_GRACE_S)
 
 
+def external_problem(plan_scorer, environ: dict) -> Optional[str]:
+    """Why training cannot use the external service of `plan_scorer` (placement external), one line; None when it
+    answers /health with the environment's token and serves every model the reward needs."""
+    token = environ.get(TOKEN_ENV)
+    if not token:
+        return (f"scorer.placement=external needs the service's bearer token in the environment variable {TOKEN_ENV} "
+                f"(the token the service was started with), set where you launch")
+    url = plan_scorer.url
+    req = urllib.request.Request(f"{url}/health", headers={"Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(req, timeout=HEALTH_TIMEOUT_S) as resp:
+            health = json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        hint = f" ({TOKEN_ENV} is not the service's token)" if exc.code == 401 else ""
+        return f"QE scorer at {url} (scorer.url) answered /health with HTTP {exc.code}{hint}"
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        return f"QE scorer at {url} (scorer.url) is not reachable: {getattr(exc, 'reason', exc)}"
+    if not health.get("ready", False):
+        return f"QE scorer at {url} (scorer.url) is not ready (status {health.get('status')!r})"
+    served = health.get("models") or {}
+    for m in plan_scorer.models:
+        if m.name not in served:
+            return (f"QE scorer at {url} (scorer.url) does not serve {m.name}, which the reward needs (it serves: "
+                    f"{', '.join(served) or 'nothing'}): start it with that model, or pick a reward whose models "
+                    f"it serves")
+        kind = served[m.name].get("kind")
+        if kind != m.kind:
+            return (f"QE scorer at {url} (scorer.url) serves {m.name} as a {kind} model, but "
+                    f"scorer.models.{m.name}.kind is {m.kind}: not the metric this run's reward is made for")
+    return None
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A port nothing listens on now (the kernel's pick for port 0), for a service whose URL training needs
     before the service is up. Should another process take it first, the service exits, is restarted on it once
@@ -280,6 +321,16 @@ def scorer(plan: RunPlan, node_rank: int, run_dir: Path, environ: dict, scorer_d
     good, during training. `on_ready()`: it serves."""
     if plan.scorer is None or not enabled:
         yield {}
+        return
+    if plan.scorer.placement == Placement.external:
+        problem = external_problem(plan.scorer, environ)
+        if problem:
+            raise ScorerError(f"node {node_rank}: {problem}")
+        print(f"QE scorer (node {node_rank}): the external service at {plan.scorer.url} "
+              f"({', '.join(m.name for m in plan.scorer.models)})", flush=True)
+        if on_ready is not None:
+            on_ready()
+        yield {URL_ENV: plan.scorer.url, TOKEN_ENV: environ[TOKEN_ENV]}
         return
     service = ScorerProcess(plan.scorer, Path(run_dir) / "scorer", f"node-{node_rank}", environ, scorer_devices,
                             on_fatal)

@@ -19,7 +19,8 @@ from src import config
 from src.config import override_grammar
 from src.config.compose import added_key_refusal
 from src.data import checks as data_checks
-from src.node import input_files, preflight
+from src.config.schema import Placement
+from src.node import input_files, preflight, scorer_service
 from src.plan import PlanError, RunPlan, build_plan
 from src.plan.batch import batch_for_rows
 from src.plan.inputs import Input, run_inputs
@@ -67,6 +68,7 @@ def precheck(overrides: list[str], multirun: bool, environ: dict | None = None, 
         checked: dict = {}  # data files already checked (a sweep's jobs share them)
         inputs: dict = {}  # the files each job reads, checked once all jobs planned (a sweep's jobs share them)
         requests: dict[str, dict] = {}  # each distinct Slurm request, as the sweep submits it
+        externals: dict = {}  # (url, models) -> (the scorer plan, whether every job using it is a dry run)
         for combo in combos:
             job = [o for o in combo if not config.is_hydra_override(o)]
             composed = config.to_plain(base) if job == fixed_job else config.compose_config(job)
@@ -93,6 +95,15 @@ def precheck(overrides: list[str], multirun: bool, environ: dict | None = None, 
                     list((composed.get("slurm") or {}).get("setup") or []), code_dir=str(Path(str(out_dir)) / "code"))
                 requests.setdefault(slurm_request.request_key(params), params)
                 inputs.update(dict.fromkeys(job_inputs(plan, composed)))
+            if external_scorer(plan, composed):
+                key = (plan.scorer.url, plan.scorer.models)
+                externals[key] = (plan.scorer, externals.get(key, (None, True))[1] and bool(composed["dry_run"]))
+        for s, dry in externals.values() if look_for_inputs else ():  # once per service a sweep's jobs share
+            problem = scorer_service.external_problem(s, environ)
+            if problem and not dry:
+                raise UsageError(problem)
+            if problem and not quiet:
+                print(f"note: {problem} (a real launch is refused)")
         for note in slurm_inputs_notes(inputs) if look_for_inputs else ():  # raises on one this machine sees missing
             if not quiet:
                 print(f"note: {note}")
@@ -255,6 +266,12 @@ def outside_multi_node_job(plan: RunPlan, dry: bool, task: SlurmTask | None) -> 
                 f"has {'no Slurm job' if task is None else f'{task.ntasks} task(s)'}; submit it with "
                 f"--multirun hydra/launcher=slurm")
     return None
+
+
+def external_scorer(plan: RunPlan, composed: dict) -> bool:
+    """The run's reward calls a QE service on another machine (scorer.placement=external), which must answer first."""
+    return (plan.scorer is not None and plan.scorer.placement == Placement.external
+            and not debug(composed).get("skip_scorer"))
 
 
 def debug(composed: dict) -> dict:

@@ -132,7 +132,7 @@ def _run_node0(composed: dict, overrides: list[str], run_dir: Path, environ: dic
             preflight.check_data_splits(plan, splits)
         command = train_command(composed, run_dir)
         if not dry:  # the node itself was checked above, before anything was built
-            preflight.check_files(plan, scorer=_scorer_enabled(composed))
+            preflight.check_files(plan, scorer=_scorer_enabled(composed), environ=environ)
         # a read-only or full disk is found before the first file is written, not after the snapshot
         for path, what, key in ((run_dir, "the run dir", "paths.output_dir"),
                                 *(() if dry else ((Path(plan.checkpoint_dir), "the checkpoint dir", "paths.results_root"),))):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from src.config.schema import Placement
 from src.scorer.backends import BACKENDS, KINDS
 
 from .run_plan import RunPlan
@@ -62,6 +63,8 @@ def scorer_inputs(scorer: ScorerPlan | None, build_dir: str | None = None) -> tu
     """The QE service's checkpoints, with the encoder and tokenizer dirs given as local paths (else hub
     names the HF cache resolves); none without a service."""
     found = []
+    if scorer is not None and scorer.placement == Placement.external:
+        return ()  # the service's checkpoints are on its own machine: it answers for them (src/node/scorer_service.py)
     for m in scorer.models if scorer is not None else ():
         key = f"scorer.models.{m.name}"
         holds = BACKENDS[KINDS[m.kind].backend].model_files if m.kind in KINDS else ()

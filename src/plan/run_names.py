@@ -38,6 +38,7 @@ WORDS: tuple[tuple[str, Optional[str]], ...] = (
     ("actor_rollout_ref.model.lora_rank", None),  # model.lora.rank: in the model's part (model_label)
     ("actor_rollout_ref.model.lora_alpha", "loraalpha"),
     ("actor_rollout_ref.model.target_modules", "loratargets"),
+    (_ACTOR + "strategy", "strategy"),  # FSDP or FSDP2 (a LoRA run on the CPU loop: src/verl_config/ppo_trainer.py)
     ("data.train_batch_size", "prompts"),
     ("trainer.v1.sampler.sampler_kwargs.train_batch_size", None),  # data.train_batch_size's copy
     (_ROLLOUT + "n", "n"),

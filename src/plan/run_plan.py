@@ -214,7 +214,7 @@ def build_plan(cfg: dict, run_dir: str, gpu_memory_gb: Optional[float] = None, f
     passthrough = {k: v for k, v in flatten(cfg.get("verl") or {}).items()
                    if k not in PIN_KEYS.values()}
     placement = Placement(cfg["scorer"]["placement"])
-    if cfg["accelerator"]["device"] == "cpu" and placement != Placement.cpu:
+    if cfg["accelerator"]["device"] == "cpu" and placement not in (Placement.cpu, Placement.external):
         # experiment=smoke_tiny shares its GPU with the scorer; on the CPU loop there is none to share
         adjustments.append(Adjustment("scorer.placement", placement.value, Placement.cpu.value,
                                       "accelerator=cpu: there is no GPU for the QE scorer"))

@@ -36,6 +36,8 @@ class ScorerPlan:
     ready_timeout_s: float
     restarts: int
     models: tuple[ScorerModelSpec, ...]
+    # placement external: the running service's URL (scorer.url); its token is read from the environment at launch
+    url: Optional[str] = None
 
 
 def models_needed(cfg: dict) -> list[str]:
@@ -55,9 +57,16 @@ def models_needed(cfg: dict) -> list[str]:
 
 def scorer_plan(scorer: dict, models: list[str], placement: Placement, gpus_per_node: int) -> Optional[ScorerPlan]:
     """Where and how the QE service runs (`scorer`: the composed scorer group; `placement`: shared,
-    dedicated or cpu); None when no QE model is needed."""
+    dedicated, cpu or external); None when no QE model is needed."""
     if not models:
         return None
+    url = scorer.get("url")
+    if placement == Placement.external and not (isinstance(url, str) and url.startswith(("http://", "https://"))):
+        raise PlanError(f"scorer.placement=external needs the running service's URL: scorer.url=http://HOST:PORT "
+                        f"(got {url!r}); its token goes in the environment variable QE_SCORER_TOKEN")
+    if placement != Placement.external and url:
+        raise PlanError(f"scorer.url={url} is read only with scorer.placement=external (placement is {placement}): "
+                        f"set scorer.placement=external, or drop scorer.url")
     specs = tuple(ScorerModelSpec(name=name, path=str(scorer["models"][name]["path"]),
                                   kind=str(scorer["models"][name]["kind"]),
                                   encoder=scorer["models"][name].get("encoder"),
@@ -71,4 +80,5 @@ def scorer_plan(scorer: dict, models: list[str], placement: Placement, gpus_per_
         batch_tokens=at_least(scorer["batch_tokens"], 1, "scorer.batch_tokens", "scorer.batch_tokens=16384"),
         ready_timeout_s=float(positive(scorer["ready_timeout_s"], "scorer.ready_timeout_s",
                                        "scorer.ready_timeout_s=600")),
-        restarts=at_least(scorer["restarts"], 0, "scorer.restarts", "scorer.restarts=1"), models=specs)
+        restarts=at_least(scorer["restarts"], 0, "scorer.restarts", "scorer.restarts=1"), models=specs,
+        url=url.rstrip("/") if placement == Placement.external else None)

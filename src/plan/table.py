@@ -106,6 +106,8 @@ def scorer_where(plan: RunPlan) -> str:
         return f"shared: training GPU {s.training_gpu_index} of each node, {s.dtype}"
     if s.placement == Placement.dedicated:
         return f"dedicated: {plan.scorer_gpus_per_node} own GPU(s) per node, {s.dtype}"
+    if s.placement == Placement.external:
+        return f"external: {s.url} (its token: QE_SCORER_TOKEN)"
     return "cpu (debugging)"
 
 
@@ -150,7 +152,7 @@ def memory_rows(plan: RunPlan) -> list[tuple[str, str, str]]:
          f"GiB of its {m.vllm_gb:.1f}; the step needs {m.kv_needed_gb:.1f} GiB KV "
          f"({m.rollout_seqs_per_replica} seqs per replica)"),
     ]
-    if plan.scorer is not None and plan.scorer.placement != Placement.cpu:
+    if plan.scorer is not None and plan.scorer.placement not in (Placement.cpu, Placement.external):
         rows.append(("scorer GPU memory", f"{m.scorer_gb:.1f}",
                      f"GiB: weights {m.scorer_weights_gb:.1f} + activations {m.scorer_activations_gb:.1f} "
                      f"(batch_tokens {plan.scorer.batch_tokens}) + context"))

@@ -29,7 +29,7 @@ the trainer class, the replay buffer, the agent loop manager and its agent loop,
 function and manager): verl finds them only minutes in (after the models load), and only in the
 process that registered them, so a name that does not resolve there (the code root missing from a
 node's PYTHONPATH, a registration that did not run in this process) stops the run first, in one
-line. It prints what each name resolved to: tests/ray_actors read that line from the actor.
+line. It prints what each name resolved to: tests/loop/test_reward_paths.py reads that line from the actor.
 """
 from __future__ import annotations
 

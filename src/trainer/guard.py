@@ -197,7 +197,7 @@ class GuardedReplayBuffer(_buffer_base()):
         self.guard = StepGuard(int(kw["lost_groups_allowed"]), int(kw.get("max_gen_batches", 0)), metric,
                                train_batch_size)
         self._partition = "train"
-        # the training log says which rules hold (and tests/ray_actors that verl built this class in
+        # the training log says which rules hold (and tests/loop/test_reward_paths.py that verl built this class in
         # the TaskRunner actor)
         dapo = (f"DAPO on {metric!r}, at most {self.guard.max_gen_batches} generation batches per step"
                 if metric is not None else "no DAPO filter")

@@ -84,6 +84,12 @@ VERL_KEYS: list[tuple[str, Callable[[RunPlan, dict], Any]]] = [
     _copied("model.lora.rank"),
     _copied("model.lora.alpha"),
     _copied("model.lora.target_modules"),
+    # verl's own FSDP (fsdp: FSDP1, its dp_actor.yaml default), except for LoRA on the CPU loop: there verl's
+    # collect_lora_params (verl/utils/fsdp_utils.py) under FSDP1 hands vLLM an adapter without a layer and vLLM's
+    # add_lora fails (StopIteration in vllm/lora/model_manager.py _create_merged_loras_inplace); under FSDP2 it
+    # trains, vLLM's log-probs matching the actor's (tests/loop/test_lora_on_cpu.py). A GPU run keeps verl's
+    # default, the strategy of verl's LoRA example (examples/grpo_trainer/run_qwen2_5-3b_gsm8k_grpo_lora.sh)
+    ("actor_rollout_ref.actor.strategy", lambda p, c: "fsdp2" if p.lora_rank > 0 and p.device == "cpu" else "fsdp"),
     # actor
     _copied("trainer.lr"),
     ("actor_rollout_ref.actor.ppo_mini_batch_size", lambda p, c: p.batch.mini_batch_prompts),

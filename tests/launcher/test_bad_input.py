@@ -297,7 +297,8 @@ def test_a_qe_model_dir_without_its_backends_files_is_refused_before_launch(tmp_
     mx_dir.mkdir()
 
     def check(*models):
-        preflight.check_scorer(SimpleNamespace(scorer=SimpleNamespace(python=str(python), models=models)))
+        preflight.check_scorer(SimpleNamespace(scorer=SimpleNamespace(python=str(python), models=models,
+                                                                      placement="shared")))
 
     kiwi = ScorerModelSpec("cometkiwi_da", str(comet_dir), "cometkiwi", None)
     with pytest.raises(preflight.PreflightError, match=r"^QE model cometkiwi_da at .*kiwi lacks "

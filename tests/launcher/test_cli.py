@@ -24,7 +24,7 @@ SECRETS = {"WANDB_API_KEY": "wandb-secret-0123456789", "HF_TOKEN": "hf_secret_to
     (["--multirun", "gpus=2,0"], "got 0"),
     # types and enums come from the schema (src/config/schema.py), with the key
     (["gpus=four"], "gpus=four: Value 'four' of type 'str' could not be converted to Integer"),
-    (["scorer.placement=gpu"], "Invalid value 'gpu', expected one of [shared, dedicated, cpu]"),
+    (["scorer.placement=gpu"], "Invalid value 'gpu', expected one of [shared, dedicated, cpu, external]"),
     (["scorer.restarts=-1"], "scorer.restarts must be an integer >= 0, got -1"),
 ])
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(isolated_paths, args, needle):

@@ -72,7 +72,7 @@ def test_a_bad_combination_inside_a_sweep_file_is_refused_before_submission(isol
     (["--multirun", "hydra/launcher=slurm", "slurm.cpus_per_task=0"], "slurm.cpus_per_task must be a positive"),
     (["--multirun", "hydra/launcher=slurm", "slurm.array_parallelism=0"],
      "slurm.array_parallelism must be an integer >= 1, got 0"),
-    (["--multirun", "hydra/launcher=slurm", "scorer.placement=elsewhere"], "scorer.placement=elsewhere: Invalid value 'elsewhere', expected one of [shared, dedicated, cpu]"),
+    (["--multirun", "hydra/launcher=slurm", "scorer.placement=elsewhere"], "scorer.placement=elsewhere: Invalid value 'elsewhere', expected one of [shared, dedicated, cpu, external]"),
     (["--multirun", "hydra/launcher=slurm", "slurm.setup=['export T=hf_secret_token_abcdef']"],
      "the value of $HF_TOKEN appears in the config"),
 ])

@@ -79,9 +79,9 @@ def _kill(pids: list[int]) -> None:
 
 @pytest.fixture
 def cpu_loop(tmp_path, memory_gate, request):
-    """`run(args, timeout_s, env=None, out_name="out", during=None)`: `python -m src.launch accelerator=cpu ARGS`
-    under a deadline, in a fresh output dir (`out_name` under the test's tmp dir), with `env` added to the
-    launcher's environment. `during(out, running)`, if given, runs in a thread while the launch does (to act on
+    """`run(args, timeout_s, env=None, out_name="out", during=None, cwd=None)`: `python -m src.launch accelerator=cpu
+    ARGS` under a deadline, in a fresh output dir (`out_name` under the test's tmp dir), with `env` added to the
+    launcher's environment, from the repo root (or `cwd`, with the repo on PYTHONPATH). `during(out, running)`, if given, runs in a thread while the launch does (to act on
     it mid-run: a flag file, a killed scorer); `running()` says whether the launcher still runs; what it raises
     fails the test after the launch ended. Each launch holds its share of the suite's memory budget while it
     runs (tests/helpers/memory_gate.py)."""
@@ -96,18 +96,22 @@ def cpu_loop(tmp_path, memory_gate, request):
     before = leftovers.present(tmp_dir=launch_tmp)
 
     def run(args: list[str], timeout_s: float, env: dict | None = None, out_name: str = "out",
-            during=None) -> LoopRun:
+            during=None, cwd: Path | None = None) -> LoopRun:
         with memory_gate.hold(CPU_LOOP_GB, request.node.nodeid, on_wait=said_wait):
-            return launch(args, timeout_s, env, out_name, during)
+            return launch(args, timeout_s, env, out_name, during, cwd)
 
-    def launch(args, timeout_s, env, out_name, during) -> LoopRun:
+    def launch(args, timeout_s, env, out_name, during, cwd) -> LoopRun:
         out = tmp_path / out_name
         extra = env or {}
         env = {k: v for k, v in os.environ.items() if k not in LEAKY_ENV and not k.startswith(("SLURM_", "QE_SCORER_"))}
         env.update(RAY_TMPDIR=str(ray_tmp), TMPDIR=str(launch_tmp), PYTHONUNBUFFERED="1", **extra)
+        if cwd is not None:
+            # a launch from outside the code: `src` is importable through PYTHONPATH alone, as on a node whose
+            # jobs start in another dir (the launcher passes it on to verl's processes: src/node/environment.py)
+            env["PYTHONPATH"] = str(REPO)
         argv = [sys.executable, "-m", "src.launch", "accelerator=cpu", f"paths.output_dir={out}", *args]
         t0 = time.monotonic()
-        proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.Popen(argv, cwd=cwd or REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         failures: list[BaseException] = []
         if during is not None:
             def act():

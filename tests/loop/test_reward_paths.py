@@ -10,7 +10,8 @@ replay buffer, the token-credit agent loop, the per-component normaliser, the tr
 save and its resume) runs where verl chunks the batch across ranks (issue 50); run 3 at world size 3, a count
 learn_tiny's own batch does not divide:
 
-1. token credit + DAPO + a guard + the scorer killed once + a preemption: reward=xcomet_xl (the tiny
+1. token credit + DAPO + a guard + the scorer killed once + a preemption, launched from outside the code (its
+   TaskRunner resolves each of our names verl looks up: src/trainer/entry.py): reward=xcomet_xl (the tiny
    XCOMET's error spans) with reward.credit=token (verl's grpo plus the token term, src/rewards/credit/),
    algo=dapo with its group filter on two samples a prompt and a reward rounded to a whole number so that whole
    groups tie, the length-coverage
@@ -33,6 +34,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -148,6 +150,36 @@ def checkpoints(checkpoint_dir: Path) -> list[int]:
     return sorted(int(p.name.rsplit("_", 1)[1]) for p in checkpoint_dir.glob("global_step_*") if (p / "actor").is_dir())
 
 
+# each name verl looks up in run 1, and the object of ours it must find (src/trainer/entry.py resolve_registrations)
+REGISTRATIONS = {
+    "adv_estimator grpo_token": "src.rewards.credit.estimator.compute_grpo_token_advantage",
+    "trainer sync": "src.trainer.entry.TimeLimitedPPOTrainerSync",
+    "replay buffer pkg://src.trainer.guard:GuardedReplayBuffer": "src.trainer.guard.GuardedReplayBuffer",
+    "agent loop manager": "src.rewards.credit.agent_loop.TokenCreditAgentLoopManager",
+    "agent loop token_credit_agent": "src.rewards.credit.agent_loop.TokenCreditAgentLoop",
+    "reward function pkg://src.rewards.compute:compute_score": "src.rewards.compute.compute_score",
+    "reward manager PureValidationDAPORewardManager (importlib)": "src.rewards.managers.PureValidationDAPORewardManager",
+}
+
+
+def _registrations_resolved_in_the_task_runner(log: Path) -> None:
+    """In verl's TaskRunner actor (Ray prefixes what an actor prints with `(ActorClass pid=N)`: the lines can only
+    come from that process), of a launch started outside the code (`src` importable through the environment
+    alone): each name verl looks up later resolved, with verl's own lookup, to our object, before verl's `run`;
+    and verl itself built the guarded replay buffer there (trainer_base.py _build_replay_buffer) with the plan's
+    rules."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", log.read_text(errors="replace"))  # Ray colours the actor prefix
+    actor = r"^\(TimeLimitTaskRunner pid=(\d+)\) "
+    resolved = re.findall(actor + r"src\.trainer: resolved in the TaskRunner \(pid (\d+)\): (.*)$", text, re.M)
+    assert len(resolved) == 1, text[-5000:]
+    actor_pid, own_pid, names = resolved[0]
+    assert actor_pid == own_pid
+    assert dict(item.split(" -> ") for item in names.split("; ")) == REGISTRATIONS
+    built = re.findall(actor + r"src\.trainer\.guard: GuardedReplayBuffer \(pid (\d+)\): (.*)$", text, re.M)
+    assert [(a, p) for a, p, _ in built] == [(actor_pid, actor_pid)], built
+    assert "at most 10 generation batches per step" in built[0][2] and "DAPO on " in built[0][2], built
+
+
 def test_token_credit_dapo_a_guard_a_scorer_restart_a_preemption_and_its_resume(cpu_loop, taught_build, tmp_path):
     """Runs 1 and 2, one results root: the second resumes the first."""
     # one checkpoint kept: the resumed run's last save removes the time-limit save's step, after the tracker
@@ -163,10 +195,14 @@ def test_token_credit_dapo_a_guard_a_scorer_restart_a_preemption_and_its_resume(
         # trainer for the time limit's save through the checkpoint dir
         os.kill(launcher_pid(out), signal.SIGTERM)
 
-    run = cpu_loop(args + ["trainer.preempt_grace_s=600"], timeout_s=TIMEOUT_S, out_name="paths-1", during=act)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    run = cpu_loop(args + ["trainer.preempt_grace_s=600"], timeout_s=TIMEOUT_S, out_name="paths-1", during=act,
+                   cwd=elsewhere)
     print(f"reward paths, run 1 (token credit, DAPO, guard, scorer killed once, preempted): {run.seconds:.0f} s")
     out = run.output
     assert "learn_tiny: taught policy" in out and "restarting it (1 of 1)" in out and SCORER_RESTARTED in out, out[-3000:]
+    _registrations_resolved_in_the_task_runner(first.run_dir() / "train.log")
     checkpoint = first.checkpoint_dir()
     metrics = first.metrics()
     trained = steps_with(metrics, "critic/score/mean")

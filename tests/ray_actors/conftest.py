@@ -30,8 +30,6 @@ OVERRIDES = ["reward=xcomet_xl", "reward.credit=token", "algo=dapo", "scorer.los
              "batch.mini_batch_prompts=4", "batch.micro_batch_per_gpu=4", "batch.log_prob_micro_batch_per_gpu=8"]
 # verl needs the policy only up to the GPU boundary (tokenizer, RLHFDataset): the tiny one
 MODEL_DIR = "Qwen2.5-0.5B-Instruct"  # conf/model/qwen2.5_0.5b.yaml path under paths.model_root
-# generous but bounded: 2 cores shared with other test runs
-WAIT_S = 480
 
 
 @dataclass
