@@ -29,7 +29,8 @@ Its bearer token is the user's QE_SCORER_TOKEN, set where the launch runs (a Slu
 submitting shell), passed on through the environment like a started service's token, never written anywhere.
 Before anything starts (a launch, a Slurm sweep before it is submitted, each node where training runs:
 `external_problem`) it must answer /health with that token and serve every QE model the reward needs, under the
-reward's name and of the config's kind. A service that goes away mid-run is what the reward client handles for a
+reward's name, of the config's kind and from the checkpoint the config's path names (XCOMET-XL, not XXL: the
+run's identity and name read that path). A service that goes away mid-run is what the reward client handles for a
 started one: it polls /health for up to scorer.ready_timeout_s and sends again; a group that still fails is lost,
 which the trainer's guard counts against scorer.lost_groups_allowed and then stops the run with one line.
 """
@@ -55,7 +56,7 @@ from typing import Callable, Iterator, Optional
 from src.config import CODE_ROOT
 from src.config.schema import Placement
 from src.plan import RunPlan
-from src.scorer.config import ModelSpec, ScorerConfig, dump_config
+from src.scorer.config import ModelSpec, ScorerConfig, checkpoint_name, dump_config
 
 from .process_group import stop_group
 
@@ -295,6 +296,15 @@ def external_problem(plan_scorer, environ: dict) -> Optional[str]:
         if kind != m.kind:
             return (f"QE scorer at {url} (scorer.url) serves {m.name} as a {kind} model, but "
                     f"scorer.models.{m.name}.kind is {m.kind}: not the metric this run's reward is made for")
+        # the checkpoint (XCOMET-XL, not XXL): the run's identity and name read scorer.models.<name>.path
+        theirs, ours = served[m.name].get("checkpoint"), checkpoint_name(m.path)
+        if theirs is None:
+            return (f"QE scorer at {url} (scorer.url) does not say which checkpoint it serves {m.name} from (a "
+                    f"service older than this launcher: start it from this checkout)")
+        if theirs != ours:
+            return (f"QE scorer at {url} (scorer.url) serves {m.name} from checkpoint {theirs}, but "
+                    f"scorer.models.{m.name}.path names {ours}: set the path to the service's checkpoint "
+                    f"(it names the run and its identity; the file need not exist here)")
     return None
 
 

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from src.scorer.config import checkpoint_name
+
 LIMIT = 80
 # a reproduction's leaf adds `-repro<N>` (with_identity): room for the first nine
 REPRO_ROOM = len("-repro1")
@@ -137,8 +139,6 @@ _FILLER = {"ppo", "per", "gpu", "size", "use", "num", "the", "of"}
 # file is not named for its split), never by the path itself; the path is in the snapshot (issue 33)
 _DATA_FILES = ("data.train_files", "data.val_files")
 _SPLIT_STEMS = ("train", "val", "valid", "validation", "dev", "test")
-# parts of a QE checkpoint's path that every checkpoint has (<model>/checkpoints/model.ckpt)
-_CHECKPOINT_PARTS = ("checkpoints", "model.ckpt", "checkpoint")
 
 
 @dataclass(frozen=True)
@@ -211,8 +211,7 @@ def _value_text(key: str, value) -> str:
     if key in _DATA_FILES:
         return "-" + data_tag(value)
     if key.startswith("qe_scorer.") and key.endswith(".path"):
-        kept = [p for p in Path(str(value)).parts if p not in _CHECKPOINT_PARTS]
-        return "-" + (kept[-1] if kept else "none")
+        return "-" + (checkpoint_name(str(value)) or "none")
     if isinstance(value, (list, tuple)):
         return "-" + ",".join(_value_text(key, v).lstrip("-") for v in value)
     # a file path names itself by its file (/models/Qwen2.5-3B -> Qwen2.5-3B), a class or module path by

@@ -31,6 +31,20 @@ class ConfigError(ValueError):
     """A config problem, always one line."""
 
 
+# the parts of a COMET checkpoint's path every checkpoint has (<model>/checkpoints/model.ckpt)
+CHECKPOINT_PARTS = ("checkpoints", "model.ckpt", "checkpoint")
+
+
+def checkpoint_name(path: str) -> str:
+    """What a QE model's path names it by, wherever it lies: the dir holding checkpoints/model.ckpt
+    (XCOMET-XL), a model dir's own name (metricx-24-hybrid-xl-v2p6), a hub name's last part (hf:Unbabel/XCOMET-XL);
+    "" for none. How a service and a launcher on other machines tell whether they mean one checkpoint, and what
+    a run's name calls it (src/plan/run_names.py)."""
+    text = path[3:] if path.startswith("hf:") else path
+    parts = [p for p in text.split("/") if p and p not in CHECKPOINT_PARTS]
+    return parts[-1] if parts else ""
+
+
 @dataclass
 class ModelSpec:
     # Checkpoint file (.ckpt), a model dir holding checkpoints/model.ckpt, or "hf:Org/Name"

@@ -19,7 +19,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from .batching import Batcher, BatchFailed, QueueFull, ShuttingDown
-from .config import ScorerConfig
+from .config import ScorerConfig, checkpoint_name
 from .metrics import Metrics
 from .backends.interface import Runner
 from .schema import ModelInfo, RequestError, parse_score_request, results_for_empty_mt
@@ -204,9 +204,12 @@ async def handle_health(request: web.Request) -> web.Response:
         "device": state.cfg.device,
         "dtype": state.cfg.dtype,
         "queue_depth": state.batcher.depth,
+        # "checkpoint": what the model's path names it by (XCOMET-XL), for a launcher on another machine to check
+        # that it means the same checkpoint (src/node/scorer_service.py external_problem)
         "models": {name: {"kind": i.kind, "class": i.model_class, "needs_ref": i.needs_ref,
                           "accepts_ref": i.accepts_ref, "word_level": i.word_level,
-                          "mqm": i.has_mqm, "max_tokens": i.max_tokens}
+                          "mqm": i.has_mqm, "max_tokens": i.max_tokens,
+                          "checkpoint": checkpoint_name(state.cfg.models[name].path)}
                    for name, i in state.infos.items()},
     })
 

@@ -2,7 +2,8 @@
 QE_SCORER_TOKEN. The service here is the real one, started apart from the launcher (the session's service on the
 tiny COMET models, tests/conftest.py). Before anything is written or started, the launcher asks its /health with
 the token and refuses in one line a missing token, a wrong one, a service that does not answer, one without a model
-the reward needs, or one serving it as another kind; a dry run says the same in a note. A run that passes starts no
+the reward needs, or one serving it as another kind or from another checkpoint; a dry run says the same in a
+note. A run that passes starts no
 scorer of its own, and the jobs of a sweep share the service. (Real steps against an external service:
 tests/loop/test_lora_on_cpu.py.)"""
 from __future__ import annotations
@@ -18,7 +19,9 @@ from tests.helpers.scorer_service import TOKEN
 def inputs(tmp_path) -> list[str]:
     """A model dir and one step's rows where preflight looks, the reward on CometKiwi alone, the stand-in trainer."""
     base = [a for a in small_qwen_inputs(tmp_path) if a != "debug.skip_scorer=true"]
+    # the checkpoint the service loads (its tiny CometKiwi), by a path that need not exist here
     return base + ["reward.sentence_models=[cometkiwi_da]", "reward.weights.kiwi=1.0", "scorer.placement=external",
+                   "scorer.models.cometkiwi_da.path=/on/the/server/cometkiwi/checkpoints/model.ckpt",
                    "debug.train_command_override=/bin/true"]
 
 
@@ -56,6 +59,10 @@ def test_each_bad_service_is_refused_before_anything_is_written(tmp_path, inputs
         ([f"scorer.url={url}", "scorer.models.cometkiwi_da.kind=comet-da"], {"QE_SCORER_TOKEN": TOKEN},
          f"error: QE scorer at {url} (scorer.url) serves cometkiwi_da as a cometkiwi model, but "
          f"scorer.models.cometkiwi_da.kind is comet-da"),
+        ([f"scorer.url={url}", "scorer.models.cometkiwi_da.path=/m/wmt23-cometkiwi-da-xl/checkpoints/model.ckpt"],
+         {"QE_SCORER_TOKEN": TOKEN},
+         f"error: QE scorer at {url} (scorer.url) serves cometkiwi_da from checkpoint cometkiwi, but "
+         f"scorer.models.cometkiwi_da.path names wmt23-cometkiwi-da-xl"),
     ]
     for args, env, prefix in cases:
         res = launch(inputs + args, env_extra=env)

@@ -7,7 +7,8 @@ vLLM once and the adapter after every step (verl/workers/engine_workers.py updat
    with the actor's after each adapter sync (Pearson > 0.99, verl's training/rollout_actor_probs_pearson_corr);
    the step in progress is saved and holds the adapter
    (peft's lora_A / lora_B, lora_B moved off its zero init: it trained) beside the base weights, which are the
-   taught policy's own (frozen), and the run is named as LoRA.
+   taught policy's own (frozen), and the run is named as LoRA; Adam's state is the memory plan's count: two
+   moments for each adapter parameter, none for the base.
    The evaluation's model of that checkpoint (verl's merger, then the adapter merged into the base weights) is
    the trained one: W + alpha / r x B A.
 2. The same command again resumes from the saved step and trains to step 4, from the adapter it saved.
@@ -26,6 +27,7 @@ import torch
 from safetensors.torch import load_file
 
 from src.evaluate.checkpoint import hf_model_dir, resolve_checkpoint
+from src.plan.memory import ActorShape, lora_parameters
 from src.record.verl_metrics import read_metrics
 from src.trainer import time_limit
 from tests.helpers.launches import checkpoint_dir, metrics_files
@@ -44,6 +46,14 @@ LAYER = "model.layers.0.self_attn.q_proj"
 def _actor_state(step_dir) -> dict:
     state = torch.load(step_dir / "actor" / "model_world_size_1_rank_0.pt", map_location="cpu", weights_only=False)
     return {k: (v.to_local() if hasattr(v, "to_local") else v) for k, v in state.items()}
+
+
+def read_model_shape(build: Path) -> ActorShape:
+    """The taught tiny policy's shape, from its config.json (the plan's ActorShape)."""
+    c = json.loads((build / "learn" / "taught" / "config.json").read_text())
+    return ActorShape(params_b=0.0, layers=c["num_hidden_layers"], hidden=c["hidden_size"],
+                      heads=c["num_attention_heads"], kv_heads=c["num_key_value_heads"], vocab=c["vocab_size"],
+                      intermediate=c["intermediate_size"])
 
 
 def _steps_trained(results: Path) -> set[int]:
@@ -95,6 +105,13 @@ def test_lora_trains_real_steps_syncs_its_adapter_into_vllm_saves_and_resumes(cp
     a, b = (f"base_model.model.{LAYER}.lora_{x}.default.weight" for x in "AB")
     assert state[a].shape[0] == 8 and state[b].shape[1] == 8
     assert state[b].abs().sum() > 0  # peft starts lora_B at zero: the adapter trained
+    # the memory plan's count (src/plan/memory.py lora_parameters) is what this real step's FSDP state holds: Adam's
+    # two fp32 moments for the adapters' parameters and for nothing else (the base is frozen)
+    shape = read_model_shape(taught_build)
+    optim = torch.load(saved_dir / "actor" / "optim_world_size_1_rank_0.pt", map_location="cpu", weights_only=False)
+    moments = [v for st in optim["state"].values() for k, v in st.items() if k in ("exp_avg", "exp_avg_sq")]
+    adapters = [v for k, v in state.items() if ".lora_" in k]
+    assert sum(m.numel() for m in moments) == 2 * sum(p.numel() for p in adapters) == 2 * lora_parameters(shape, 8)
     taught = load_file(str(taught_build / "learn" / "taught" / "model.safetensors"))
     base = state[f"base_model.model.{LAYER}.base_layer.weight"]
     assert torch.equal(base.to(taught[f"{LAYER}.weight"].dtype), taught[f"{LAYER}.weight"])  # frozen

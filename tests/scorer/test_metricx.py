@@ -166,7 +166,8 @@ def test_health_describes_the_metricx_model(mx_service):
     assert status == 200
     assert body["models"]["mx"] == {"kind": "metricx", "class": "MT5ForRegression", "needs_ref": False,
                                     "accepts_ref": True, "word_level": False, "mqm": False,
-                                    "max_tokens": MAX_INPUT_LENGTH - 1}
+                                    "max_tokens": MAX_INPUT_LENGTH - 1,
+                                    "checkpoint": "metricx"}
 
 
 def test_service_scores_equal_the_reference_in_both_modes(mx_service, reference, corpus):

@@ -35,7 +35,7 @@ def test_health_lists_models_and_runtime(service):
     assert body["models"]["da"]["needs_ref"] is True
     assert body["models"]["xc"] == {"kind": "xcomet", "class": "XCOMETMetric", "needs_ref": False,
                                     "accepts_ref": True, "word_level": True, "mqm": True,
-                                    "max_tokens": 510}
+                                    "max_tokens": 510, "checkpoint": "xcomet"}
     assert body["models"]["kiwi"]["accepts_ref"] is False
 
 
