@@ -8,12 +8,11 @@ segments and `concurrency` requests are in flight; the service batches them by l
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import urllib.error
-import urllib.request
 from dataclasses import dataclass
 
+from src.node.scorer_service import read_health
 from src.rewards.client import ScorerClient
 from src.rewards.settings import ClientSettings
 from src.scorer.backends import KINDS, METRICS
@@ -41,10 +40,8 @@ def model_names(opts: EvalOptions) -> dict[str, str]:
 def check_service(url: str, token: str, models: dict[str, str], timeout_s: float = 30.0) -> dict:
     """GET /health before any generation: the URL answers, the token is right, every model is there
     and is of a kind that gives that metric. UsageError (one line) otherwise."""
-    req = urllib.request.Request(f"{url.rstrip('/')}/health", headers={"Authorization": f"Bearer {token}"})
     try:
-        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
-            health = json.loads(resp.read())
+        health = read_health(url, token, timeout_s)
     except urllib.error.HTTPError as exc:
         hint = " (QE_SCORER_TOKEN does not match the service's token)" if exc.code == 401 else ""
         raise UsageError(f"QE scorer at {url} answered /health with HTTP {exc.code}{hint}") from None

@@ -20,13 +20,11 @@ from src.config import compose_config
 from src.config.schema import Placement
 from src.data.safe_write import dir_mode
 from src.node.preflight import visible_gpus
-from src.node.scorer_service import ScorerProcess
+from src.node.scorer_service import TOKEN_ENV, ScorerProcess
 from src.plan import ScorerModelSpec, ScorerPlan
 
 from .options import EvalOptions, UsageError
 from .qe_metrics import model_names
-
-TOKEN_ENV = "QE_SCORER_TOKEN"
 
 
 def token_from_env() -> str:

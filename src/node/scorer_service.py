@@ -220,10 +220,8 @@ class ScorerProcess:
             return None
 
     def _check_health(self, url: str) -> None:
-        req = urllib.request.Request(f"{url}/health", headers={"Authorization": f"Bearer {self.token}"})
         try:
-            with urllib.request.urlopen(req, timeout=HEALTH_TIMEOUT_S) as resp:
-                health = json.loads(resp.read())
+            health = read_health(url, self.token)
         except (urllib.error.URLError, OSError, ValueError) as exc:
             self._kill()
             raise ScorerError(f"QE scorer ({self.name}) wrote its ready file but {url}/health failed: {exc}; "
@@ -267,6 +265,14 @@ class ScorerProcess:
             stop_group(self.proc, STOP_GRACE_S)
 
 
+def read_health(url: str, token: str, timeout_s: float = HEALTH_TIMEOUT_S) -> dict:
+    """GET <url>/health with the bearer token: the service's JSON answer. Raises urllib's HTTPError (a status),
+    URLError or OSError (no answer) or ValueError (not JSON): each caller words its own line."""
+    req = urllib.request.Request(f"{url.rstrip('/')}/health", headers={"Authorization": f"Bearer {token}"})
+    with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+        return json.loads(resp.read())
+
+
 def external_problem(plan_scorer, environ: dict) -> Optional[str]:
     """Why training cannot use the external service of `plan_scorer` (placement external), one line; None when it
     answers /health with the environment's token and serves every model the reward needs."""
@@ -275,10 +281,8 @@ def external_problem(plan_scorer, environ: dict) -> Optional[str]:
         return (f"scorer.placement=external needs the service's bearer token in the environment variable {TOKEN_ENV} "
                 f"(the token the service was started with), set where you launch")
     url = plan_scorer.url
-    req = urllib.request.Request(f"{url}/health", headers={"Authorization": f"Bearer {token}"})
     try:
-        with urllib.request.urlopen(req, timeout=HEALTH_TIMEOUT_S) as resp:
-            health = json.loads(resp.read())
+        health = read_health(url, token)
     except urllib.error.HTTPError as exc:
         hint = f" ({TOKEN_ENV} is not the service's token)" if exc.code == 401 else ""
         return f"QE scorer at {url} (scorer.url) answered /health with HTTP {exc.code}{hint}"
@@ -333,9 +337,7 @@ def scorer(plan: RunPlan, node_rank: int, run_dir: Path, environ: dict, scorer_d
         yield {}
         return
     if plan.scorer.placement == Placement.external:
-        problem = external_problem(plan.scorer, environ)
-        if problem:
-            raise ScorerError(f"node {node_rank}: {problem}")
+        # nothing to start: preflight.check_scorer asked the service on this node before (external_problem)
         print(f"QE scorer (node {node_rank}): the external service at {plan.scorer.url} "
               f"({', '.join(m.name for m in plan.scorer.models)})", flush=True)
         if on_ready is not None:
