@@ -170,7 +170,6 @@ class MemoryInputs:
     gradient_checkpointing: bool     # actor_rollout_ref.model.enable_gradient_checkpointing
     lora_rank: int = 0               # model.lora.rank: 0 trains the whole model
     lora_targets: tuple[str, ...] = LORA_LINEARS
-    vllm_lora_rank: int = 0          # the rank vLLM reserves its adapter slot at (verl rounds up)
 
 
 @dataclass(frozen=True)
@@ -247,7 +246,8 @@ def plan_memory(x: MemoryInputs) -> MemoryPlan:
     share = min(x.vllm_share_ceiling, math.floor(free / x.gpu_gb / SHARE_STEP + 1e-9) * SHARE_STEP)
     share = round(max(share, 0.0), 2)
     vllm = share * x.gpu_gb
-    vllm_lora = lora_parameters(a, x.vllm_lora_rank, x.lora_targets) if lora else 0
+    # vLLM's adapter slot, at the rank verl asks it to reserve (rounded up to one vLLM serves)
+    vllm_lora = lora_parameters(a, vllm_lora_rank(x.lora_rank), x.lora_targets) if lora else 0
     vllm_weights = _gib(2 * (N + vllm_lora) / x.tp)
     kv = vllm - vllm_weights - VLLM_OVERHEAD_GB
     replicas = max(1, G // x.tp)

@@ -12,7 +12,7 @@ from src.config.schema import Placement
 from src.scorer.backends import KINDS
 
 from .batch import BatchPlan
-from .memory import ActorShape, MemoryInputs, MemoryPlan, ScorerModel, lora_targets, plan_memory, vllm_lora_rank
+from .memory import ActorShape, MemoryInputs, MemoryPlan, ScorerModel, lora_targets, plan_memory
 from .values import PlanError, positive
 
 # verl keys (under the `verl` passthrough) the memory plan reads, with verl 0.9.1's defaults
@@ -65,7 +65,6 @@ def memory_inputs(cfg: dict, batch: BatchPlan, world_size: int, gpu_gb: float, s
                          heads=model["num_attention_heads"], kv_heads=model["num_kv_heads"], vocab=model["vocab_size"],
                          intermediate=model["intermediate_size"]),
         lora_rank=lora["rank"], lora_targets=lora_targets(lora["target_modules"]),
-        vllm_lora_rank=vllm_lora_rank(lora["rank"]),
         world_size=world_size, tp=batch.rollout_tp, samples_per_step=batch.samples_per_step, max_seq_len=max_seq,
         micro_tokens=micro, max_num_seqs=int(passthrough.get(MAX_NUM_SEQS[0], MAX_NUM_SEQS[1])),
         gradient_checkpointing=bool(passthrough.get(*GRADIENT_CHECKPOINTING)),
@@ -108,7 +107,7 @@ def refusal(cfg: dict, inputs: MemoryInputs, mem: MemoryPlan, scorer_models: lis
                              replace(inputs, actor_param_offload=True, actor_optimizer_offload=True,
                                      ref_param_offload=True)))
     if inputs.lora_rank == 0:
-        alternatives.append(("LoRA (model.lora.rank=64)", replace(inputs, lora_rank=64, vllm_lora_rank=64)))
+        alternatives.append(("LoRA (model.lora.rank=64)", replace(inputs, lora_rank=64)))
     fitting = [name for name, x in alternatives if plan_memory(x).fits]
     tried = [name.split(" (")[0] for name, _ in alternatives]
     hint = ("alternatives that fit: " + "; ".join(fitting) if fitting else
