@@ -34,7 +34,7 @@ from src.trainer.progress import parse_progress
 
 from .polling_watch import PollingWatch
 from .process_group import stop_group
-from .processes import parent, training_processes
+from .processes import forked_from_its_title, training_processes
 
 POLL_S = 2.0
 GRACE_S = 15.0   # for verl's own error (an actor's death reaches the trainer in ~7 s on the CPU loop) before the stop
@@ -163,7 +163,7 @@ class DeathWatch(PollingWatch):
     def _scan(self, leader: int) -> None:
         alive = {pid: cmd for pid, state, cmd in training_processes(leader) if state not in ("Z", "X")}
         for pid, cmd in alive.items():
-            if pid not in self._seen and vital(cmd) is not None and not self._forked(pid, cmd, alive):
+            if pid not in self._seen and vital(cmd) is not None and not forked_from_its_title(pid, cmd, alive.get):
                 self._seen[pid] = cmd
             elif pid in self._seen:
                 self._seen[pid] = cmd
@@ -180,12 +180,6 @@ class DeathWatch(PollingWatch):
                      f"{self.grace_s:.0f} s to end before it is stopped")
         for pid in gone:
             del self._seen[pid]
-
-    @staticmethod
-    def _forked(pid: int, cmd: str, alive: dict[int, str]) -> bool:
-        """A child forked from a process of the same title (its own process title is inherited, not set)."""
-        up = parent(pid)
-        return up is not None and alive.get(up, "").split(".")[0] == cmd.split(".")[0]
 
     def _stop(self, proc: subprocess.Popen, death) -> None:
         line = self._line(death, f"training did not end within {self.grace_s:.0f} s of it and was stopped")

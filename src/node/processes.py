@@ -8,7 +8,7 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Callable, Iterable, Optional
 
 
 def command_line(pid: int) -> str:
@@ -21,6 +21,14 @@ def parent(pid: int) -> Optional[int]:
     """A process's parent pid; None when it is gone."""
     fields = _stat(pid)
     return int(fields[1]) if fields else None
+
+
+def forked_from_its_title(pid: int, title: str, title_of: Callable[[int], Optional[str]]) -> bool:
+    """Whether `pid` (command line `title`) is a child forked from a process of the same title: its own title is
+    inherited, not set, until it execs (a dataloader worker forked from verl's TaskRunner). `title_of(pid)`: a
+    process's command line, None when unknown. Compared up to the first dot (`ray::WorkerDict.<method>`)."""
+    up = parent(pid)
+    return up is not None and (title_of(up) or "").split(".")[0] == title.split(".")[0]
 
 
 def training_processes(leader: int) -> list[tuple[int, str, str]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from src.node.processes import command_line, parent
+from src.node.processes import command_line, forked_from_its_title, parent
 
 
 def launcher_pid(out: Path) -> int:
@@ -47,19 +47,24 @@ def titled_with_env(title_has: str, env_text: str) -> list[tuple[int, str]]:
     """(pid, title) of the processes whose title (first word of the command line) has `title_has` and whose
     environment has `env_text` (a run dir: what the training command passes to every process it starts); not a
     child forked from a process of the same title (it carries its parent's title until it execs, and with pids
-    wrapping around at 32768 it may have the lower pid: the death watch skips such children too,
-    src/node/deaths.py)."""
+    wrapping around at 32768 it may have the lower pid: src/node/processes.py forked_from_its_title, which the death
+    watch skips them by too)."""
+
+    def title_of(pid: int) -> str | None:
+        try:
+            return command_line(pid)
+        except OSError:
+            return None
+
     found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
             cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
-            title = cmd.split(" ")[0]
-            if title_has in title and env_text.encode() in (proc / "environ").read_bytes():
-                up = parent(int(proc.name))
-                if up is None or command_line(up).split(" ")[0] != title:
-                    found.append((int(proc.name), cmd))
+            if title_has in cmd.split(" ")[0] and env_text.encode() in (proc / "environ").read_bytes() \
+                    and not forked_from_its_title(int(proc.name), cmd, title_of):
+                found.append((int(proc.name), cmd))
         except (OSError, IndexError):
             continue
     return sorted(found)
