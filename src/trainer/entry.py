@@ -15,6 +15,8 @@ The seams, all in verl 0.9.1:
   for the duration of `run`; `register_trainer` refuses re-registration, so the entry is set directly.
 - The subclass also holds, with reward.normalise=per_component, the batch's reward parts around
   verl's `_compute_advantage` (src/trainer/parts.py; inactive with any other estimator).
+- verl's validation metrics resample best@n/worst@n in one numpy call instead of a Python loop, with the same
+  numbers (src/trainer/val_bootstrap.py; verl/trainer/ppo/metric_utils.py looks `bootstrap_metric` up at each call).
 - The subclass hooks `on_step_end`, which `PPOTrainer.fit` calls once per step after the step's
   update and after verl's periodic `_save_checkpoint` (trainer_base.py, PPOTrainer.fit). There,
   on a time-limit request (src/trainer/time_limit.py), it calls verl's own `_save_checkpoint()` (actor and
@@ -42,6 +44,7 @@ from . import run_vars, time_limit
 from .checkpoints import KeptWhole
 from .progress import step_end_line
 from .parts import RewardPartsAdvantage
+from .val_bootstrap import resampled_at_once
 
 logger = logging.getLogger(__name__)
 
@@ -122,7 +125,8 @@ class TimeLimitTaskRunner(_task_runner_base()):
         register_for(config)
         normalise.register_for(config)  # grpo_per_component (reward.normalise=per_component)
 
-        with time_limited_trainer(config.trainer.v1.trainer_mode) as cls:
+        # validation's best@n/worst@n resampled in one numpy call, the same numbers (src/trainer/val_bootstrap.py)
+        with time_limited_trainer(config.trainer.v1.trainer_mode) as cls, resampled_at_once():
             resolved = "; ".join(f"{what} -> {name}" for what, name in resolve_registrations(config))
             print(f"src.trainer: resolved in the TaskRunner (pid {os.getpid()}): {resolved}", flush=True)
             print(f"src.trainer: trainer {cls.__name__}; on a Slurm time limit it saves the step in progress "
