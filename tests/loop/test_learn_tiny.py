@@ -12,9 +12,9 @@ what the reward prefers, and the same verdict must say FAIL. Both share one buil
 Then each run's last checkpoint is evaluated as a researcher would (`python -m src.evaluate`, issue 49, item 8):
 against the policy it started from (the taught, untrained one) on the 48 held-out sentences, generated the way the
 run validates (4 answers a sentence at temperature 1) with vLLM's CPU build, the paired bootstrap says whether it
-gained on what it trained (the format, BLEU): the learning run does, significantly; the control does not. (Greedy
-answers hide what GRPO changes first, benches/RESULTS.md; the evaluation's greedy default is checked on the CPU in
-tests/evaluate/test_cpu_generation.py, not here, where it took one more vLLM start.)
+gained on what it trained (the format, BLEU): the learning run does, significantly; the control does not. The
+learning run's greedy BLEU/chrF are printed beside, whatever they show (greedy answers hide what GRPO changes
+first: benches/RESULTS.md); one evaluation, the merged checkpoint reused, no baseline of its own.
 """
 from __future__ import annotations
 
@@ -83,6 +83,12 @@ class Evaluations:
         out = self.run(checkpoint, name, *SAMPLED, f"baseline={self.base()}")
         return json.loads((out / "summary.json").read_text())["baseline"]["rows"]["zh-en"]
 
+    def greedy(self, checkpoint, name: str) -> dict:
+        """Greedy answers (the evaluation's default temperature 0), one a sentence: the held-out row's metrics."""
+        out = self.run(checkpoint, name)
+        (row,) = json.loads((out / "summary.json").read_text())["directions"]
+        return row
+
 
 def _segments(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "segments.jsonl").read_text().splitlines()]
@@ -150,6 +156,10 @@ def test_learn_tiny_learns_on_the_cpu_and_its_report_shows_the_curve(cpu_loop, t
     bleu = [sacrebleu.corpus_bleu([s["translation"] for s in segs], [[s["ref"] for s in segs]]).score
             for segs in (ours, theirs)]
     assert found["bleu"]["delta"] == pytest.approx(bleu[0] - bleu[1], abs=1e-6), (found["bleu"], bleu)
+    greedy = evaluations.greedy(last, "learned-greedy")
+    print(f"learn_tiny step 20, greedy: BLEU {greedy['bleu']:.1f}, chrF {greedy['chrf']:.1f}, format ok "
+          f"{greedy['format_ok']:.1f}% over {greedy['segments']} sentences")
+    assert greedy["segments"] == 48 and 0 <= greedy["bleu"] <= 100 and 0 <= greedy["chrf"] <= 100, greedy
 
 
 def test_the_same_run_with_the_advantage_sign_flipped_does_not_learn(cpu_loop, taught_build, evaluations):
