@@ -388,7 +388,7 @@ def _main_runs(opts: EvalOptions) -> int:
                 evaluations.append((c.run, c.step, sub, rows, summary))
             for name, (rows, segments, summary) in _baseline_files(shared).items():
                 write_outputs(tmp / name, rows, segments, summary, unique=False)
-            run_results.write(tmp, evaluations, table_trained_on)
+            run_results.write(tmp, evaluations, table_trained_on, {c.run: c.configuration for c in found})
             written = publish_dir(tmp, out, unique=not opts.out)
     except RuntimeError as exc:  # as one evaluation's: the merger, the scorer, vLLM
         _say(f"evaluate: error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}; nothing was written")

@@ -1,16 +1,20 @@
 """run=: the results over the evaluated checkpoints in results.md, results.html, results.csv and results.json: the
 paper's table (a row per run and step, a column group per test set or direction, each cell the value and its Δ to
-the baseline when given; outputs.wide_table) and every row in full (a row per run, step and table row of its
-evaluation, the baseline's Δ columns with their p-values), and a plot of each metric against the training step, a
-line per run (`<metric>_by_step.png`), where some run has two steps or more. Each checkpoint's own evaluation
+the baseline when given; outputs.wide_table), the seeds of one configuration at one step averaged (each metric's
+mean and sample standard deviation, where the runs hold two seeds or more of it: `over_seeds`, which the sweep's
+comparison page shows too), and every row in full (a row per run, step and table row of its evaluation, the
+baseline's Δ columns with their p-values), and a plot of each metric against the training step, a line per run
+(`<metric>_by_step.png`), where some run has two steps or more. Each checkpoint's own evaluation
 (src/evaluate/outputs.py) lies in `<run>/step_<N>/` beside them."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Callable
 
 from .options import ALL_METRICS
 from .outputs import csv_table, markdown_table, table_cells, versus_note, wide_markdown, wide_table
+from .significance import summarise_seeds
 
 RESULTS_MD, RESULTS_HTML, RESULTS_CSV, RESULTS_JSON = "results.md", "results.html", "results.csv", "results.json"
 # where run= of one run or sweep dir writes by default: <that dir>/eval/<time>_<test set>/
@@ -36,29 +40,77 @@ def combined(evaluations: list[tuple]) -> tuple[list[dict], dict | None]:
     return rows, versus
 
 
-def write(folder: Path, evaluations: list[tuple], trained_on: list[str] | None) -> list[Path]:
-    """The results files and plots into `folder` (a temp dir the caller publishes); their paths."""
+def over_seeds(entries: list[dict], label_of: Callable[[str], str | None]) -> list[dict]:
+    """Per configuration (`label_of`: an entry's run -> its configuration's label, None for a run of none), step and
+    direction that `entries` (results.json's "evaluations") hold two seeds or more of: each metric's mean and sample
+    standard deviation over them, where every seed has it."""
+    groups: dict[tuple, list[dict]] = {}
+    for entry in entries:
+        label = label_of(str(entry.get("run")))
+        if label is None:
+            continue
+        for row in entry.get("rows") or []:
+            groups.setdefault((label, entry.get("step"), row.get("direction")), []).append(row)
+    found = []
+    for (label, step, direction), rows in groups.items():
+        if len(rows) < 2:
+            continue
+        summary = {"configuration": label, "step": step, "direction": direction, "seeds": len(rows)}
+        for metric in PLOTTED:
+            values = [r[metric] for r in rows if isinstance(r.get(metric), (int, float))]
+            if len(values) == len(rows):
+                seeds = summarise_seeds(values)
+                summary[metric] = {"mean": seeds.mean, "std": seeds.std}
+        found.append(summary)
+    return found
+
+
+def over_seeds_markdown(found: list[dict]) -> str:
+    """over_seeds as a markdown table headed by what it holds ("" when nothing has two seeds)."""
+    if not found:
+        return ""
+    metrics = [m for m in PLOTTED if any(m in r for r in found)]
+    lines = ["Over seeds (mean ± standard deviation):", "",
+             "| configuration | step | direction | seeds | " + " | ".join(metrics) + " |",
+             "|---|---|---|---|" + "---|" * len(metrics)]
+    for r in found:
+        cells = [f"{r[m]['mean']:.2f} ± {r[m]['std']:.2f}" if m in r else "" for m in metrics]
+        lines.append(f"| {r['configuration']} | {r['step']} | {r['direction']} | {r['seeds']} | " + " | ".join(cells)
+                     + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write(folder: Path, evaluations: list[tuple], trained_on: list[str] | None,
+          configuration_of: dict[str, str] | None = None) -> list[Path]:
+    """The results files and plots into `folder` (a temp dir the caller publishes); their paths.
+    `configuration_of`: each run's configuration label (runs.RunCheckpoint.configuration), whose seeds are
+    averaged."""
     rows, versus = combined(evaluations)
     wide = wide_table(rows, trained_on, versus)
     plots = plot(folder, rows)
-    (folder / RESULTS_MD).write_text(f"By run and step:\n\n{wide_markdown(wide, versus)}\nEvery row:\n\n"
-                                     f"{markdown_table(rows, trained_on, versus)}", encoding="utf-8")
-    (folder / RESULTS_HTML).write_text(html_page(rows, trained_on, versus, [p.name for p in plots], wide),
-                                       encoding="utf-8")
-    (folder / RESULTS_CSV).write_text(csv_table(rows, versus), encoding="utf-8")
     entries = [{"run": run, "step": step, "dir": str(Path(sub).relative_to(folder)), "rows": table,
                 "baseline": (summary.get("baseline") or {}).get("rows")} for run, step, sub, table, summary in evaluations]
+    seeds = over_seeds(entries, (configuration_of or {}).get)
+    seeds_md = over_seeds_markdown(seeds)
+    (folder / RESULTS_MD).write_text(f"By run and step:\n\n{wide_markdown(wide, versus)}\n"
+                                     + (f"{seeds_md}\n" if seeds_md else "")
+                                     + f"Every row:\n\n{markdown_table(rows, trained_on, versus)}", encoding="utf-8")
+    (folder / RESULTS_HTML).write_text(html_page(rows, trained_on, versus, [p.name for p in plots], wide, seeds),
+                                       encoding="utf-8")
+    (folder / RESULTS_CSV).write_text(csv_table(rows, versus), encoding="utf-8")
     by_step = [{"run": e["run"], "step": e["step"], "results": e["values"]} for e in wide["rows"]]
-    (folder / RESULTS_JSON).write_text(json.dumps({"by_step": by_step, "evaluations": entries, "baseline": versus and {
-        k: v for k, v in versus.items() if k != "rows"}}, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    (folder / RESULTS_JSON).write_text(json.dumps({
+        "by_step": by_step, "over_seeds": seeds, "configurations": configuration_of or {}, "evaluations": entries,
+        "baseline": versus and {k: v for k, v in versus.items() if k != "rows"}}, ensure_ascii=False, indent=2) + "\n",
+        encoding="utf-8")
     return [folder / name for name in (RESULTS_MD, RESULTS_HTML, RESULTS_CSV, RESULTS_JSON)] + plots
 
 
 def html_page(rows: list[dict], trained_on: list[str] | None, versus: dict | None, plots: list[str],
-              wide: dict) -> str:
+              wide: dict, seeds: list[dict] = ()) -> str:
     """The tables as a page of their own (every cell escaped: run names and test sets are the user's): the paper's
-    table with a header cell over each column group, every row in full, the note on how the Δ values were tested,
-    and the plots."""
+    table with a header cell over each column group, the seeds of a configuration averaged, every row in full, the
+    note on how the Δ values were tested, and the plots."""
     from html import escape
 
     headers, cells = table_cells(rows, trained_on, versus)
@@ -78,8 +130,24 @@ def html_page(rows: list[dict], trained_on: list[str] | None, versus: dict | Non
     return ("<!doctype html><meta charset=utf-8><title>evaluation results</title>"
             "<style>table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px}.n{text-align:right}"
             "</style>\n<h2>By run and step</h2>\n<table>\n<tr><th rowspan=2>run</th><th rowspan=2>step</th>"
-            f"{groups}</tr>\n<tr>{metrics}</tr>\n{by_step}\n</table>\n<h2>Every row</h2>\n"
+            f"{groups}</tr>\n<tr>{metrics}</tr>\n{by_step}\n</table>\n{_seeds_html(seeds)}<h2>Every row</h2>\n"
             f"<table>\n{line('th', [h for h, _ in headers])}\n{body}\n</table>\n{note}{images}\n")
+
+
+def _seeds_html(found: list[dict]) -> str:
+    from html import escape
+
+    if not found:
+        return ""
+    metrics = [m for m in PLOTTED if any(m in r for r in found)]
+    head = "".join(f"<th class=n>{escape(m)}</th>" for m in metrics)
+    body = "\n".join(
+        f"<tr><td>{escape(str(r['configuration']))}</td><td class=n>{escape(str(r['step']))}</td>"
+        f"<td>{escape(str(r['direction']))}</td><td class=n>{r['seeds']}</td>"
+        + "".join(f"<td class=n>{r[m]['mean']:.2f} ± {r[m]['std']:.2f}</td>" if m in r else "<td></td>" for m in metrics)
+        + "</tr>" for r in found)
+    return ("<h2>Over seeds (mean ± standard deviation)</h2>\n<table>\n<tr><th>configuration</th><th class=n>step"
+            f"</th><th>direction</th><th class=n>seeds</th>{head}</tr>\n{body}\n</table>\n")
 
 
 def plot(folder: Path, rows: list[dict]) -> list[Path]:

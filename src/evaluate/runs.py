@@ -11,7 +11,8 @@ dir (what `--multirun` wrote: every run dir in it), or a checkpoint dir itself (
   at none of its saved steps is refused;
 - N[,N...]: those steps, each of which every run must have saved.
 A run dir's reward (its snapshot's verl config) says which metrics the run trained on: its columns are marked
-*trained* or *held out* unless trained_on= says otherwise.
+*trained* or *held out* unless trained_on= says otherwise. Runs that differ only in their seed are one configuration
+(src/record/run_params.py, as the sweep's comparison groups them), whose seeds the results average.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from src.record import snapshot, yaml_files
 from src.record.reward_weights import train_weights_of
+from src.record.run_params import describe
 from src.record.verl_metrics import read_metrics, val_value
 from src.rewards.components import trained_metrics
 
@@ -40,6 +42,8 @@ class RunCheckpoint:
     path: Path     # its global_step_N dir
     # the metrics its run's reward trained on (its snapshot's verl config); None: not known (a checkpoint dir)
     trained_on: tuple[str, ...] | None = None
+    # its configuration: the parameters that differ between the evaluated runs, seed aside (run_params.describe)
+    configuration: str = ""
 
 
 def _trained_on(run_dir: Path) -> tuple[str, ...] | None:
@@ -144,11 +148,12 @@ def find(specs: list[str], steps: str) -> list[RunCheckpoint]:
     """Every checkpoint `steps` picks of every run the specs name, in the order given, steps ascending."""
     runs = [run for spec in specs for run in _runs(spec)]
     names = [d.name for d, _ in runs]
+    configurations = {e.run_dir: e.configuration for e in describe([d for d, _ in runs], {})}
     found = []
     for named_by, ckpt_dir in runs:
         name = named_by.name if names.count(named_by.name) == 1 else f"{named_by.parent.name}/{named_by.name}"
         trained = _trained_on(named_by) if named_by != ckpt_dir else None
-        found += [RunCheckpoint(name, s, ckpt_dir / f"{STEP_DIR}{s}", trained)
+        found += [RunCheckpoint(name, s, ckpt_dir / f"{STEP_DIR}{s}", trained, configurations[named_by])
                   for s in pick(ckpt_dir, steps, str(named_by))]
     seen = [(c.run, c.step) for c in found]
     if len(set(seen)) != len(seen):

@@ -30,12 +30,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from src.record.run_params import RunEntry
 from src.scorer.backends import METRICS as QE_METRICS
 from src.scorer.backends import scale_of
 
 from .run_files import RunData
 from .series import TRAIN_SCORE
-from .sweep_dirs import RunEntry
 
 HIGHER, LOWER = "higher", "lower"
 # (verl's name, title, table header, which way is better; None: neither)
@@ -109,9 +109,7 @@ class Configuration:
 
     @property
     def label(self) -> str:
-        if self.unrecorded:
-            return f"{self.unrecorded} (no recorded config)"
-        return " ".join(f"{k}={v}" for k, v in self.params.items()) or "defaults"
+        return self.runs[0].configuration  # its runs differ in their seed alone: each names it alike
 
     @property
     def seeds(self) -> list:

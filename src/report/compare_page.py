@@ -8,13 +8,13 @@ import html
 import json
 from pathlib import Path
 
-from src.evaluate.run_results import PLOTTED
+from src.evaluate.run_results import over_seeds_markdown
+from src.record.run_params import FAILED, RunEntry
 
 from .compare import Comparison, Configuration, Spread
 from .compare_plots import file_name
 from .evaluations import Evaluation, over_seeds, page_link
 from .series import TRAIN_SCORE
-from .sweep_dirs import FAILED, RunEntry
 
 TRAINING_STEP_METRICS = (TRAIN_SCORE, "timing_s/step")  # logged at every training step
 COMPARE_HEADER = "# Comparison: "  # compare.md's first line: how a later report knows the dir is its own
@@ -99,25 +99,14 @@ def _labels(comparison: Comparison) -> dict[str, str]:
     return {r.run_dir.name: c.label for c in comparison.configurations for r in c.runs}
 
 
-def _over_seeds_md(rows: list[dict]) -> list[str]:
-    metrics = [m for m in PLOTTED if any(m in r for r in rows)]
-    lines = ["", "Over seeds (mean ± standard deviation):", "",
-             "| configuration | step | direction | seeds | " + " | ".join(metrics) + " |",
-             "|---|---|---|---|" + "---|" * len(metrics)]
-    for r in rows:
-        cells = [f"{r[m]['mean']:.2f} ± {r[m]['std']:.2f}" if m in r else "" for m in metrics]
-        lines.append(f"| {r['configuration']} | {r['step']} | {r['direction']} | {r['seeds']} | " + " | ".join(cells)
-                     + " |")
-    return lines
-
-
 def _evaluations_md(evaluations: list[Evaluation], comparison: Comparison) -> list[str]:
     lines = []
     for e in evaluations:
         n = len(e.results.get("evaluations") or [])
         lines += ["", f"### {e.dir.parent.name}/{e.dir.name} ({n} checkpoints)", "", e.table.rstrip()]
-        seeds = over_seeds(e, _labels(comparison))
-        lines += _over_seeds_md(seeds) if seeds else []
+        # an evaluation written since it averages seeds itself has that table in its own (results.json over_seeds)
+        seeds = "" if "over_seeds" in e.results else over_seeds_markdown(over_seeds(e, _labels(comparison)))
+        lines += ["", *seeds.rstrip("\n").splitlines()] if seeds else []
     return ["", "## Evaluations of the checkpoints (python -m src.evaluate run=)", *lines] if lines else []
 
 

@@ -11,8 +11,9 @@ matplotlib.use("Agg")  # no display on training nodes or CI
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from src.record.run_params import FAILED  # noqa: E402
+
 from .compare import Comparison, Metric  # noqa: E402
-from .sweep_dirs import FAILED  # noqa: E402
 
 
 def file_name(metric: Metric) -> str:

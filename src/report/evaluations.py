@@ -9,8 +9,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from src.evaluate.run_results import EVAL_DIR, PLOTTED, RESULTS_HTML, RESULTS_JSON, RESULTS_MD
-from src.evaluate.significance import summarise_seeds
+from src.evaluate import run_results
+from src.evaluate.run_results import EVAL_DIR, RESULTS_HTML, RESULTS_JSON, RESULTS_MD
 
 
 @dataclass(frozen=True)
@@ -44,23 +44,7 @@ def page_link(evaluation: Evaluation, page_dir: Path) -> str:
 
 def over_seeds(evaluation: Evaluation, label_of_run: dict[str, str]) -> list[dict]:
     """Per configuration (`label_of_run`: a run dir's name -> its configuration's label), step and direction that
-    the evaluation has two seeds or more of: each metric's mean and sample standard deviation over them."""
-    groups: dict[tuple, list[dict]] = {}
-    for entry in evaluation.results.get("evaluations") or []:
-        label = label_of_run.get(Path(str(entry.get("run"))).name)
-        if label is None:
-            continue
-        for row in entry.get("rows") or []:
-            groups.setdefault((label, entry.get("step"), row.get("direction")), []).append(row)
-    found = []
-    for (label, step, direction), rows in groups.items():
-        if len(rows) < 2:
-            continue
-        summary = {"configuration": label, "step": step, "direction": direction, "seeds": len(rows)}
-        for metric in PLOTTED:
-            values = [r[metric] for r in rows if isinstance(r.get(metric), (int, float))]
-            if len(values) == len(rows):
-                seeds = summarise_seeds(values)
-                summary[metric] = {"mean": seeds.mean, "std": seeds.std}
-        found.append(summary)
-    return found
+    the evaluation has two seeds or more of: each metric's mean and sample standard deviation over them
+    (src/evaluate/run_results.py over_seeds, with this comparison's configurations)."""
+    return run_results.over_seeds(evaluation.results.get("evaluations") or [],
+                                  lambda run: label_of_run.get(Path(run).name))

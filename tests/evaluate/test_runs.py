@@ -98,6 +98,39 @@ def test_steps_pick_each_runs_checkpoints(sweep):
     assert default_out("test", folder).parent == folder / "eval" and default_out("test", folder).name.endswith("_test")
 
 
+def test_the_seeds_of_one_configuration_are_averaged_in_the_results(tmp_path):
+    """Runs that differ only in their seed are one configuration (src/record/run_params.py, as the sweep's comparison
+    groups them): the results give each metric's mean and sample standard deviation over its seeds at a step."""
+    from src.evaluate import run_results
+
+    folder = tmp_path / "sweep"
+    for n, (algo, seed) in enumerate((("grpo", 1), ("grpo", 2), ("dapo", 1))):
+        ckpt = tmp_path / "results" / f"{algo}{seed}"
+        (ckpt / "global_step_6" / "actor").mkdir(parents=True)
+        (ckpt / "latest_checkpointed_iteration.txt").write_text("6")
+        run = _run_dir(folder / f"{n}_{algo}_seed{seed}", ckpt)
+        (run / "snapshot" / "overrides.yaml").write_text(yaml.safe_dump([f"algo={algo}", f"seed={seed}"]))
+    found = runs.find([str(folder)], "last")
+    assert [(c.run, c.configuration) for c in found] == [
+        ("0_grpo_seed1", "algo=grpo"), ("1_grpo_seed2", "algo=grpo"), ("2_dapo_seed1", "algo=dapo")]
+
+    out = tmp_path / "eval"
+    evaluated = []
+    for c, bleu in zip(found, (31.0, 33.0, 29.0)):
+        (out / c.run / "step_6").mkdir(parents=True)
+        rows = [{"direction": "zh-en", "segments": 48, "format_ok": 75.0, "bleu": bleu, "chrf": 52.5}]
+        evaluated.append((c.run, c.step, out / c.run / "step_6", rows, {}))
+    run_results.write(out, evaluated, None, {c.run: c.configuration for c in found})
+    (grpo,) = json.loads((out / "results.json").read_text())["over_seeds"]  # dapo has one seed: no spread to give
+    assert (grpo["configuration"], grpo["step"], grpo["direction"], grpo["seeds"]) == ("algo=grpo", 6, "zh-en", 2)
+    assert grpo["bleu"] == {"mean": pytest.approx(32.0), "std": pytest.approx(2 ** 0.5)}
+    assert grpo["chrf"] == {"mean": pytest.approx(52.5), "std": 0.0}
+    md = (out / "results.md").read_text()
+    (line,) = [l for l in md.splitlines() if l.startswith("| algo=grpo | 6 | zh-en | 2 |")]
+    assert "32.00 ± 1.41" in line and md.index("Over seeds") < md.index("Every row:")
+    assert "<td>algo=grpo</td><td class=n>6</td><td>zh-en</td><td class=n>2</td>" in (out / "results.html").read_text()
+
+
 @pytest.mark.parametrize("args, says", [
     (["steps=last"], "steps=last picks the checkpoints of run=, which is not given"),
     (["run=x", "steps=lastest"], "steps='lastest'; give all, last, best or step numbers"),

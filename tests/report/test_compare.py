@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from src.record import sweep_summary
+from src.record.run_params import describe
 from src.report.cli import main
 from src.report.compare import compare, metrics_of
 from src.report.compare_plots import plot_metric
@@ -212,7 +213,9 @@ def test_the_sweeps_evaluations_are_shown_beside_the_curves(sweep, tmp_path):
         (folder / name / "step_6").mkdir(parents=True)
         rows = [{"direction": "zh-en", "segments": 48, "format_ok": 75.0, "bleu": bleu, "chrf": 52.5}]
         evaluated.append((name, 6, folder / name / "step_6", rows, {}))
-    run_results.write(folder, evaluated, None)
+    # as run= labels the runs: by the same grouping as the comparison's (src/record/run_params.py)
+    labels = {e.name: e.configuration for e in describe([Path(runs[k]) for k in (("grpo", 1), ("grpo", 2), ("dapo", 1))], {})}
+    run_results.write(folder, evaluated, None, labels)
     (copy / "eval" / "2026-11-29_11-00-00_cut").mkdir()
     (copy / "eval" / "2026-11-29_11-00-00_cut" / "results.md").write_text("| partial |")
     assert main([str(copy)]) == 0
@@ -231,6 +234,16 @@ def test_the_sweeps_evaluations_are_shown_beside_the_curves(sweep, tmp_path):
     (seeds,) = found["over_seeds"]
     assert seeds["seeds"] == 2 and seeds["bleu"]["mean"] == pytest.approx(32.0)
     assert seeds["bleu"]["std"] == pytest.approx(2 ** 0.5)
+    # the evaluation's own table averaged the same seeds of the same configuration
+    assert found["results"]["over_seeds"] == found["over_seeds"]
+    # an evaluation written before it averaged seeds itself: the comparison adds the table
+    results = json.loads((folder / "results.json").read_text())
+    del results["over_seeds"]
+    (folder / "results.json").write_text(json.dumps(results))
+    (folder / "results.md").write_text("| run | step |\n| --- | ---: |\n")
+    assert main([str(copy)]) == 0
+    md = (copy / "compare" / "compare.md").read_text()
+    assert len([line for line in md.splitlines() if line.startswith("| algo=grpo | 6 | zh-en | 2 |")]) == 1
 
 
 def test_a_slurm_sweep_dir(sweep, tmp_path):
