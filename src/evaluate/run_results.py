@@ -3,9 +3,9 @@ paper's table (a row per run and step, a column group per test set or direction,
 the baseline when given; outputs.wide_table), the seeds of one configuration at one step averaged (each metric's
 mean and sample standard deviation, where the runs hold two seeds or more of it: `over_seeds`, which the sweep's
 comparison page shows too), and every row in full (a row per run, step and table row of its evaluation, the
-baseline's Δ columns with their p-values), and a plot of each metric against the training step, a line per run
-(`<metric>_by_step.png`), where some run has two steps or more. Each checkpoint's own evaluation
-(src/evaluate/outputs.py) lies in `<run>/step_<N>/` beside them."""
+baseline's Δ columns with their p-values), and a plot of each metric against the training step
+(`<metric>_by_step.png`), a line per configuration (the mean over its seeds, their band), where some has two steps
+or more. Each checkpoint's own evaluation (src/evaluate/outputs.py) lies in `<run>/step_<N>/` beside them."""
 from __future__ import annotations
 
 import json
@@ -87,7 +87,7 @@ def write(folder: Path, evaluations: list[tuple], trained_on: list[str] | None,
     averaged."""
     rows, versus = combined(evaluations)
     wide = wide_table(rows, trained_on, versus)
-    plots = plot(folder, rows)
+    plots = plot(folder, rows, configuration_of)
     entries = [{"run": run, "step": step, "dir": str(Path(sub).relative_to(folder)), "rows": table,
                 "baseline": (summary.get("baseline") or {}).get("rows")} for run, step, sub, table, summary in evaluations]
     seeds = over_seeds(entries, (configuration_of or {}).get)
@@ -150,26 +150,39 @@ def _seeds_html(found: list[dict]) -> str:
             f"</th><th>direction</th><th class=n>seeds</th>{head}</tr>\n{body}\n</table>\n")
 
 
-def plot(folder: Path, rows: list[dict]) -> list[Path]:
-    """`<metric>_by_step.png` per metric some run has at two steps or more: a line per run and direction."""
+def curves(rows: list[dict], metric: str, configuration_of: dict[str, str] | None = None) -> dict[tuple, list[tuple]]:
+    """{(configuration, direction): [(step, mean, lowest, highest, seeds)]} of `metric` over the steps, where a
+    configuration has it at two steps or more; the mean, lowest and highest over its seeds' values at each step
+    (`configuration_of`: each run's configuration; a run without one is its own)."""
+    label_of = configuration_of or {}
+    lines: dict[tuple[str, str], dict[int, list]] = {}
+    for row in rows:
+        if row.get(metric) is not None:
+            key = (label_of.get(row["run"]) or row["run"], row["direction"])
+            lines.setdefault(key, {}).setdefault(row["step"], []).append(row[metric])
+    return {key: [(step, sum(v) / len(v), min(v), max(v), len(v)) for step, v in sorted(by_step.items())]
+            for key, by_step in sorted(lines.items()) if len(by_step) >= 2}
+
+
+def plot(folder: Path, rows: list[dict], configuration_of: dict[str, str] | None = None) -> list[Path]:
+    """`<metric>_by_step.png` per metric that `curves` has a line of: a line per configuration and direction, the
+    mean over its seeds, with the band from the lowest seed to the highest where it has two or more."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    lines: dict[tuple[str, str], list[tuple[int, dict]]] = {}
-    for row in rows:
-        lines.setdefault((row["run"], row["direction"]), []).append((row["step"], row))
     written = []
     for metric in PLOTTED:
-        series = {key: sorted((s, r[metric]) for s, r in points if r.get(metric) is not None)
-                  for key, points in lines.items()}
-        series = {key: points for key, points in series.items() if len(points) >= 2}
+        series = curves(rows, metric, configuration_of)
         if not series:
             continue
         fig, ax = plt.subplots(figsize=(6.4, 4.0))
-        for (run, direction), points in sorted(series.items()):
-            ax.plot([s for s, _ in points], [v for _, v in points], marker="o", label=f"{run} {direction}")
+        for (label, direction), points in series.items():
+            steps = [p[0] for p in points]
+            ax.plot(steps, [p[1] for p in points], marker="o", label=f"{label} {direction}")
+            if any(p[4] > 1 for p in points):
+                ax.fill_between(steps, [p[2] for p in points], [p[3] for p in points], alpha=0.2)
         ax.set_xlabel("training step")
         ax.set_ylabel(metric)
         ax.legend(fontsize="small")

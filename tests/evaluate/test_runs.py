@@ -129,6 +129,12 @@ def test_the_seeds_of_one_configuration_are_averaged_in_the_results(tmp_path):
     (line,) = [l for l in md.splitlines() if l.startswith("| algo=grpo | 6 | zh-en | 2 |")]
     assert "32.00 ± 1.41" in line and md.index("Over seeds") < md.index("Every row:")
     assert "<td>algo=grpo</td><td class=n>6</td><td>zh-en</td><td class=n>2</td>" in (out / "results.html").read_text()
+    # the plots: a line per configuration, its seeds' mean and band at each step (a step 2 added to each run)
+    early = [dict(r, step=2, bleu=r["bleu"] - 10, versus_key="") for r in run_results.combined(evaluated)[0]]
+    assert run_results.curves(run_results.combined(evaluated)[0] + early, "bleu",
+                              {c.run: c.configuration for c in found}) == {
+        ("algo=dapo", "zh-en"): [(2, 19.0, 19.0, 19.0, 1), (6, 29.0, 29.0, 29.0, 1)],
+        ("algo=grpo", "zh-en"): [(2, 22.0, 21.0, 23.0, 2), (6, 32.0, 31.0, 33.0, 2)]}
 
 
 @pytest.mark.parametrize("args, says", [
