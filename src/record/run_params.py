@@ -54,7 +54,6 @@ class RunEntry:
     def name(self) -> str:
         return self.run_dir.name
 
-
     @property
     def configuration(self) -> str:
         """The configuration's name: its parameters as the command line spelled them, `defaults` when none differ,
