@@ -167,10 +167,13 @@ def wide_table(rows: list[dict], trained_on: list[str] | None = None, versus: di
 def wide_markdown(wide: dict, versus: dict | None = None) -> str:
     """wide_table as markdown: one header row, each column named `<group> <metric>`."""
     cols = [(name, key, header) for name, group in wide["groups"] for key, header, _ in group]
-    lines = ["| run | step | " + " | ".join(f"{name} {header}" for name, _, header in cols) + " |",
-             "| --- | ---: | " + " | ".join("---:" for _ in cols) + " |"]
+    # each run's configuration (run= gives it: the parameters that differ between the runs, seed aside)
+    named = any(entry.get("configuration") for entry in wide["rows"])
+    lines = ["| run | step | " + ("configuration | " if named else "")
+             + " | ".join(f"{name} {header}" for name, _, header in cols) + " |",
+             "| --- | ---: | " + ("--- | " if named else "") + " | ".join("---:" for _ in cols) + " |"]
     for entry in wide["rows"]:
-        lines.append(f"| {entry['run']} | {entry['step']} | "
+        lines.append(f"| {entry['run']} | {entry['step']} | " + (f"{entry.get('configuration') or ''} | " if named else "")
                      + " | ".join(entry["cells"].get(name, {}).get(key, "") for name, key, _ in cols) + " |")
     note = (f"\n{versus_note(versus)} In parentheses: Δ to the baseline.\n" if versus else "")
     return "\n".join(lines) + "\n" + note

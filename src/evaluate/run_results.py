@@ -87,6 +87,10 @@ def write(folder: Path, evaluations: list[tuple], trained_on: list[str] | None,
     averaged."""
     rows, versus = combined(evaluations)
     wide = wide_table(rows, trained_on, versus)
+    # each run's configuration, where there are runs to tell apart
+    several = len({entry["run"] for entry in wide["rows"]}) > 1
+    for entry in wide["rows"]:
+        entry["configuration"] = (configuration_of or {}).get(entry["run"], "") if several else ""
     plots = plot(folder, rows, configuration_of)
     entries = [{"run": run, "step": step, "dir": str(Path(sub).relative_to(folder)), "rows": table,
                 "baseline": (summary.get("baseline") or {}).get("rows")} for run, step, sub, table, summary in evaluations]
@@ -98,7 +102,8 @@ def write(folder: Path, evaluations: list[tuple], trained_on: list[str] | None,
     (folder / RESULTS_HTML).write_text(html_page(rows, trained_on, versus, [p.name for p in plots], wide, seeds),
                                        encoding="utf-8")
     (folder / RESULTS_CSV).write_text(csv_table(rows, versus), encoding="utf-8")
-    by_step = [{"run": e["run"], "step": e["step"], "results": e["values"]} for e in wide["rows"]]
+    by_step = [{"run": e["run"], "step": e["step"], "configuration": e["configuration"], "results": e["values"]}
+               for e in wide["rows"]]
     (folder / RESULTS_JSON).write_text(json.dumps({
         "by_step": by_step, "over_seeds": seeds, "configurations": configuration_of or {}, "evaluations": entries,
         "baseline": versus and {k: v for k, v in versus.items() if k != "rows"}}, ensure_ascii=False, indent=2) + "\n",
@@ -121,8 +126,10 @@ def html_page(rows: list[dict], trained_on: list[str] | None, versus: dict | Non
     body = "\n".join(line("td", row) for row in cells)
     groups = "".join(f"<th colspan={len(cols)}>{escape(name)}</th>" for name, cols in wide["groups"] if cols)
     metrics = "".join(f"<th class=n>{escape(header)}</th>" for _, cols in wide["groups"] for _, header, _ in cols)
+    named = any(e.get("configuration") for e in wide["rows"])
     by_step = "\n".join(
         f"<tr><td>{escape(str(e['run']))}</td><td class=n>{escape(str(e['step']))}</td>"
+        + (f"<td>{escape(str(e.get('configuration') or ''))}</td>" if named else "")
         + "".join(f"<td class=n>{escape(e['cells'].get(name, {}).get(key, ''))}</td>"
                   for name, cols in wide["groups"] for key, _, _ in cols) + "</tr>" for e in wide["rows"])
     note = f"<p>{escape(versus_note(versus))} In parentheses: Δ to the baseline.</p>" if versus else ""
@@ -130,7 +137,7 @@ def html_page(rows: list[dict], trained_on: list[str] | None, versus: dict | Non
     return ("<!doctype html><meta charset=utf-8><title>evaluation results</title>"
             "<style>table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px}.n{text-align:right}"
             "</style>\n<h2>By run and step</h2>\n<table>\n<tr><th rowspan=2>run</th><th rowspan=2>step</th>"
-            f"{groups}</tr>\n<tr>{metrics}</tr>\n{by_step}\n</table>\n{_seeds_html(seeds)}<h2>Every row</h2>\n"
+            f"{'<th rowspan=2>configuration</th>' if named else ''}{groups}</tr>\n<tr>{metrics}</tr>\n{by_step}\n</table>\n{_seeds_html(seeds)}<h2>Every row</h2>\n"
             f"<table>\n{line('th', [h for h, _ in headers])}\n{body}\n</table>\n{note}{images}\n")
 
 

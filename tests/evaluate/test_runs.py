@@ -128,6 +128,10 @@ def test_the_seeds_of_one_configuration_are_averaged_in_the_results(tmp_path):
     md = (out / "results.md").read_text()
     (line,) = [l for l in md.splitlines() if l.startswith("| algo=grpo | 6 | zh-en | 2 |")]
     assert "32.00 ± 1.41" in line and md.index("Over seeds") < md.index("Every row:")
+    # the paper's table names each run's configuration
+    assert "| 1_grpo_seed2 | 6 | algo=grpo | " in md and "| 2_dapo_seed1 | 6 | algo=dapo | " in md
+    by_step = json.loads((out / "results.json").read_text())["by_step"]
+    assert [(e["run"], e["configuration"]) for e in by_step] == [(c.run, c.configuration) for c in found]
     assert "<td>algo=grpo</td><td class=n>6</td><td>zh-en</td><td class=n>2</td>" in (out / "results.html").read_text()
     # the plots: a line per configuration, its seeds' mean and band at each step (a step 2 added to each run)
     early = [dict(r, step=2, bleu=r["bleu"] - 10, versus_key="") for r in run_results.combined(evaluated)[0]]
