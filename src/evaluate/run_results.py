@@ -65,18 +65,23 @@ def over_seeds(entries: list[dict], label_of: Callable[[str], str | None]) -> li
     return found
 
 
+def _seeds_cells(found: list[dict]) -> tuple[list[str], list[list[str]]]:
+    """over_seeds as table text, for the markdown and the page alike: the metrics some row has, and per row its
+    configuration, step, direction, seeds and `mean ± std` per metric ("" where it has none)."""
+    metrics = [m for m in PLOTTED if any(m in r for r in found)]
+    return metrics, [[str(r["configuration"]), str(r["step"]), str(r["direction"]), str(r["seeds"])]
+                     + [f"{r[m]['mean']:.2f} ± {r[m]['std']:.2f}" if m in r else "" for m in metrics] for r in found]
+
+
 def over_seeds_markdown(found: list[dict]) -> str:
     """over_seeds as a markdown table headed by what it holds ("" when nothing has two seeds)."""
     if not found:
         return ""
-    metrics = [m for m in PLOTTED if any(m in r for r in found)]
+    metrics, rows = _seeds_cells(found)
     lines = ["Over seeds (mean ± standard deviation):", "",
              "| configuration | step | direction | seeds | " + " | ".join(metrics) + " |",
              "|---|---|---|---|" + "---|" * len(metrics)]
-    for r in found:
-        cells = [f"{r[m]['mean']:.2f} ± {r[m]['std']:.2f}" if m in r else "" for m in metrics]
-        lines.append(f"| {r['configuration']} | {r['step']} | {r['direction']} | {r['seeds']} | " + " | ".join(cells)
-                     + " |")
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines) + "\n"
 
 
@@ -146,13 +151,11 @@ def _seeds_html(found: list[dict]) -> str:
 
     if not found:
         return ""
-    metrics = [m for m in PLOTTED if any(m in r for r in found)]
+    metrics, rows = _seeds_cells(found)
     head = "".join(f"<th class=n>{escape(m)}</th>" for m in metrics)
-    body = "\n".join(
-        f"<tr><td>{escape(str(r['configuration']))}</td><td class=n>{escape(str(r['step']))}</td>"
-        f"<td>{escape(str(r['direction']))}</td><td class=n>{r['seeds']}</td>"
-        + "".join(f"<td class=n>{r[m]['mean']:.2f} ± {r[m]['std']:.2f}</td>" if m in r else "<td></td>" for m in metrics)
-        + "</tr>" for r in found)
+    # the configuration and the direction read as text, the rest as numbers
+    body = "\n".join("<tr>" + "".join(f"<td>{escape(c)}</td>" if i in (0, 2) else f"<td class=n>{escape(c)}</td>"
+                                       for i, c in enumerate(row)) + "</tr>" for row in rows)
     return ("<h2>Over seeds (mean ± standard deviation)</h2>\n<table>\n<tr><th>configuration</th><th class=n>step"
             f"</th><th>direction</th><th class=n>seeds</th>{head}</tr>\n{body}\n</table>\n")
 

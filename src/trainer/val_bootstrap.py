@@ -22,8 +22,8 @@ import numbers
 
 import numpy as np
 
-# the reduce functions verl's process_validation_metrics passes for best@n/worst@n, and their array form
-_AT_ONCE = {id(np.max): np.max, id(np.min): np.min}
+# the reduce functions verl's process_validation_metrics passes for best@n/worst@n: each takes an axis
+_AT_ONCE = (np.max, np.min)
 
 
 def _numbers(data) -> np.ndarray | None:
@@ -39,7 +39,7 @@ def _numbers(data) -> np.ndarray | None:
 def bootstrap_metric(data, subset_size, reduce_fns, n_bootstrap=1000, seed=42, *, _verl=None):
     """verl's `bootstrap_metric(data, subset_size, reduce_fns, n_bootstrap, seed)`, same signature and results."""
     values = _numbers(data) if len(data) else None
-    if values is None or not all(id(fn) in _AT_ONCE for fn in reduce_fns):
+    if values is None or not all(any(fn is f for f in _AT_ONCE) for fn in reduce_fns):
         return _verl(data, subset_size, reduce_fns, n_bootstrap=n_bootstrap, seed=seed)
     # verl: np.random.seed(seed); np.random.choice(n_data, size=(n_bootstrap, subset_size), replace=True)
     np.random.seed(seed)
