@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from .readers import InputError, Pair, parse_lang_pair
 from .rows import Example
@@ -27,7 +27,8 @@ class Counts:
 
 
 def _reverse(p: Pair) -> Example:
-    return Example(p.tgt, p.src, p.tgt_lang, p.src_lang)
+    terms = None if p.terms is None else tuple(t.reversed() for t in p.terms)
+    return Example(p.tgt, p.src, p.tgt_lang, p.src_lang, terms)
 
 
 def expand_directions(pairs: list[Pair], directions: str, counts: dict[str, Counts]) -> list[Example]:
@@ -43,7 +44,7 @@ def expand_directions(pairs: list[Pair], directions: str, counts: dict[str, Coun
             raise InputError(f"--directions: nothing in {directions!r}")
     out = []
     for p in pairs:
-        forward = Example(p.src, p.tgt, p.src_lang, p.tgt_lang)
+        forward = Example(p.src, p.tgt, p.src_lang, p.tgt_lang, p.terms)
         if wanted is None:
             candidates = [forward]
         elif wanted == "both":
@@ -65,7 +66,7 @@ def drop_empty_and_duplicates(examples: list[Example], counts: dict[str, Counts]
     seen = set()
     out = []
     for e in examples:
-        e = Example(e.src.strip(), e.tgt.strip(), e.src_lang, e.tgt_lang)
+        e = replace(e, src=e.src.strip(), tgt=e.tgt.strip())
         if not e.src or not e.tgt:
             counts[e.lang_pair].empty += 1
             continue

@@ -6,7 +6,10 @@
 
 Inputs: `--input FILE.jsonl` (src, tgt, src_lang/tgt_lang or lang_pair per line), `--input FILE.tsv`
 (header with src, tgt[, src_lang, tgt_lang | lang_pair], or two columns with --lang-pair), or
-`--src-file A --tgt-file B --lang-pair zh-en` (aligned lines). Writes the parquet and
+`--src-file A --tgt-file B --lang-pair zh-en` (aligned lines). Terminology (src/data/terms.py, docs/terminology.md):
+a `terms` list per jsonl line or TSV row, WMT23's `hints` with `--terms-hints term|rand`, `--terms-file` beside
+aligned files (a JSON list per line), or `--glossary FILE.tsv` matched against each source; the terms are kept in
+each row's extra_info and given in the prompt by the `*_terms` templates. Writes the parquet and
 `<out>.stats.json` next to it (both atomically, together) and prints a table. Bad input (including an
 output dir that cannot be written, or an existing output without --overwrite): one line on stderr,
 exit status 2, nothing written. A write that fails anyway (disk full): one line, exit 1, the earlier
@@ -28,11 +31,11 @@ from .filters import (
     new_counts,
 )
 from .parquet_io import json_writer, parquet_writer
-from .readers import InputError, read_pairs
+from .readers import HINTS, InputError, read_glossary, read_pairs, with_glossary
 from .rows import SPLITS, make_row
 from .safe_write import atomic_files, os_reason, writable_dir_problem
 from .stats import build_stats, format_table
-from .templates import TEMPLATES, UnknownTemplateError, expected_format
+from .templates import TEMPLATES, TERMS_SUFFIX, UnknownTemplateError, expected_format, gives_terms
 from .tokens import TINY_TOKENIZER_HINT, load_tokenizer, not_the_policys, token_lengths
 
 EXIT_BAD_INPUT, EXIT_WRITE_FAILED = 2, 1
@@ -64,6 +67,14 @@ def build_parser() -> argparse.ArgumentParser:
         default="as-is",
         help='"as-is" (default), "both" (each pair and its reverse), or a list such as "zh-en,en-zh"',
     )
+    p.add_argument("--glossary", type=Path,
+                   help="a TSV glossary (source<TAB>target per line, or a header of two language codes) whose "
+                        "entries found in a source become that segment's terms")
+    p.add_argument("--terms-file", type=Path,
+                   help="with --src-file/--tgt-file: line i holds pair i's terms as a JSON list (WMT23's *.term.proper)")
+    p.add_argument("--terms-hints", choices=HINTS,
+                   help="a WMT23 terminology jsonl: the terms of its `hints` to keep (term: the proper ones, "
+                        "rand: the random ones)")
     p.add_argument("--name", help="dataset name for data_source (default: the input file's stem)")
     p.add_argument("--split", required=True, help=f"one of {', '.join(SPLITS)}")
     p.add_argument("--template", required=True, help=f"one of {', '.join(TEMPLATES)}")
@@ -125,7 +136,13 @@ def prepare(args) -> dict:
     """Everything after argument parsing; raises InputError before writing anything."""
     _check_args(args)
     _check_outputs(args)
-    pairs = read_pairs(args.input, args.src_file, args.tgt_file, args.lang_pair)
+    pairs = read_pairs(args.input, args.src_file, args.tgt_file, args.lang_pair, args.terms_file, args.terms_hints)
+    if args.glossary is not None:
+        pairs = with_glossary(pairs, read_glossary(args.glossary, pairs))
+    if gives_terms(args.template) and all(p.terms is None for p in pairs):
+        raise InputError(f"--template {args.template} gives each row's terms in its prompt, but the input has none: "
+                         f"add --glossary FILE.tsv, a `terms` field per line, --terms-hints or --terms-file "
+                         f"(docs/terminology.md), or use --template {args.template.removesuffix(TERMS_SUFFIX)}")
     tokenizer = load_tokenizer(args.tokenizer)
     name = args.name or _default_name(args)
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterator
 
 from .templates import LANGUAGE_NAMES
+from .terms import Term, TermsError, match_glossary, parse_terms
 
 
 class InputError(Exception):
@@ -25,6 +26,8 @@ class Pair:
     tgt: str
     src_lang: str
     tgt_lang: str
+    # the segment's required terms (src/data/terms.py); None: the input says nothing of terms
+    terms: tuple[Term, ...] | None = None
 
 
 def language_code(value: str) -> str:
@@ -130,9 +133,36 @@ def iter_json_objects(path: Path) -> Iterator[tuple[int, dict]]:
         yield lineno, record
 
 
-def read_jsonl(path: Path, default_langs: tuple[str, str] | None) -> list[Pair]:
+def _terms_of(value, langs: tuple[str, str], where: str) -> tuple[Term, ...]:
+    try:
+        return parse_terms(value, *langs)
+    except TermsError as e:
+        raise InputError(f"{where}: {e}") from None
+
+
+# WMT23's terminology task (zouharvi/wmt-terminology-2023): per segment, the terms of each setting
+HINTS_KEY = "hints"
+HINTS = ("term", "rand")
+
+
+def _hinted_terms(values: dict, record: dict, hints: str | None, langs: tuple[str, str],
+                  where: str) -> tuple[Term, ...] | None:
+    """The terms of a line: its `terms` column, or its WMT23 `hints` of the setting --terms-hints names."""
+    if "terms" in values:
+        return _terms_of(values["terms"], langs, where)
+    if hints is None or HINTS_KEY not in record:
+        return None
+    given = record[HINTS_KEY]
+    if not isinstance(given, dict) or hints not in given:
+        raise InputError(f"{where}: --terms-hints {hints}: the line's {HINTS_KEY!r} has no {hints!r} list "
+                         f"(it has: {', '.join(map(str, given)) if isinstance(given, dict) else type(given).__name__})")
+    return _terms_of(given[hints], langs, where)
+
+
+def read_jsonl(path: Path, default_langs: tuple[str, str] | None, hints: str | None = None) -> list[Pair]:
     """One object per line with `src`, `tgt` and `src_lang`/`tgt_lang` or `lang_pair`, under any name a
-    TSV header may use for them (COLUMNS: `source`, `target`, `target_lang`, `lp`, any case)."""
+    TSV header may use for them (COLUMNS: `source`, `target`/`ref`, `target_lang`, `lp`/`langs`, any case);
+    its terms from a `terms` list, or WMT23's `hints` (the setting `hints` names: term or rand)."""
     pairs = []
     for lineno, record in iter_json_objects(path):
         where = f"{path}:{lineno}"
@@ -152,7 +182,7 @@ def read_jsonl(path: Path, default_langs: tuple[str, str] | None) -> list[Pair]:
         values = {column: value for column, (_, value) in named.items()}
         src_lang, tgt_lang = _langs_of(values, default_langs, where)
         src, tgt = (_text(values["src"], where, named["src"][0]), _text(values["tgt"], where, named["tgt"][0]))
-        pairs.append(Pair(src, tgt, src_lang, tgt_lang))
+        pairs.append(Pair(src, tgt, src_lang, tgt_lang, _hinted_terms(values, record, hints, (src_lang, tgt_lang), where)))
     return pairs
 
 
@@ -162,7 +192,11 @@ COLUMNS = {
     "tgt": "tgt", "target": "tgt",
     "src_lang": "src_lang", "source_lang": "src_lang",
     "tgt_lang": "tgt_lang", "target_lang": "tgt_lang",
-    "lang_pair": "lang_pair", "lp": "lang_pair",
+    "lang_pair": "lang_pair", "lp": "lang_pair", "langs": "lang_pair",
+    # WMT23 terminology's reference column
+    "ref": "tgt",
+    # a segment's terms, JSON (src/data/terms.py)
+    "terms": "terms",
 }
 # words a header row tends to hold besides those: a first row made only of such words (and of
 # language codes/names) is a header we cannot read, never a sentence pair to train on
@@ -225,12 +259,15 @@ def read_tsv(path: Path, default_langs: tuple[str, str] | None) -> list[Pair]:
                 )
             record = {"src": fields[0], "tgt": fields[1]}
         src_lang, tgt_lang = _langs_of(record, default_langs, where)
-        pairs.append(Pair(record["src"], record["tgt"], src_lang, tgt_lang))
+        terms = _terms_of(record["terms"], (src_lang, tgt_lang), where) if "terms" in record else None
+        pairs.append(Pair(record["src"], record["tgt"], src_lang, tgt_lang, terms))
     return pairs
 
 
-def read_aligned(src_path: Path, tgt_path: Path, langs: tuple[str, str] | None) -> list[Pair]:
-    """Two files, line i of one translating line i of the other."""
+def read_aligned(src_path: Path, tgt_path: Path, langs: tuple[str, str] | None,
+                 terms_path: Path | None = None) -> list[Pair]:
+    """Two files, line i of one translating line i of the other; `terms_path`: line i holds the terms of pair
+    i as a JSON list ("[]" or an empty line: none), as WMT23's <pair>.term.proper and .term.random files."""
     _require_file(src_path)
     _require_file(tgt_path)
     if langs is None:
@@ -241,7 +278,14 @@ def read_aligned(src_path: Path, tgt_path: Path, langs: tuple[str, str] | None) 
         raise InputError(
             f"aligned files differ in length: {src_path} has {len(src_lines)} lines, {tgt_path} has {len(tgt_lines)}"
         )
-    return [Pair(s, t, *langs) for s, t in zip(src_lines, tgt_lines)]
+    if terms_path is None:
+        return [Pair(s, t, *langs) for s, t in zip(src_lines, tgt_lines)]
+    term_lines = read_text_lines(terms_path)
+    if len(term_lines) != len(src_lines):
+        raise InputError(f"--terms-file {terms_path} has {len(term_lines)} lines, {src_path} has {len(src_lines)}: "
+                         f"line i must hold the terms of pair i")
+    return [Pair(s, t, *langs, _terms_of(line, langs, f"{terms_path}:{i}"))
+            for i, (s, t, line) in enumerate(zip(src_lines, tgt_lines, term_lines), 1)]
 
 
 def read_pairs(
@@ -249,18 +293,71 @@ def read_pairs(
     src_path: Path | None = None,
     tgt_path: Path | None = None,
     lang_pair: str | None = None,
+    terms_path: Path | None = None,
+    terms_hints: str | None = None,
 ) -> list[Pair]:
-    """Dispatch on what was given: one jsonl/tsv file, or two aligned files."""
+    """Dispatch on what was given: one jsonl/tsv file, or two aligned files (and a terms file beside them)."""
     langs = parse_lang_pair(lang_pair) if lang_pair else None
     if input_path is not None:
         if src_path is not None or tgt_path is not None:
             raise InputError("give either --input or --src-file/--tgt-file, not both")
         suffix = input_path.suffix.lower()
+        if terms_path is not None:
+            raise InputError("--terms-file goes with --src-file/--tgt-file; a jsonl or TSV --input carries its terms "
+                             "in a `terms` field")
         if suffix in (".jsonl", ".json"):
-            return read_jsonl(input_path, langs)
+            return read_jsonl(input_path, langs, terms_hints)
         if suffix in (".tsv", ".txt"):
             return read_tsv(input_path, langs)
         raise InputError(f"unsupported input format {suffix or '(no suffix)'} for {input_path}: use .jsonl or .tsv")
     if src_path is not None and tgt_path is not None:
-        return read_aligned(src_path, tgt_path, langs)
+        return read_aligned(src_path, tgt_path, langs, terms_path)
     raise InputError("no input: give --input FILE.jsonl|FILE.tsv, or --src-file and --tgt-file")
+
+
+def read_glossary(path: Path, pairs: list[Pair]) -> dict[tuple[str, str], list[Term]]:
+    """A TSV glossary, direction -> its terms: source<TAB>target per line, for the one language pair of `pairs`
+    (an input of several pairs needs the header), or a first row of two language codes (`zh<TAB>en`) that says
+    which column is which language, whichever way a pair translates. Blank lines are skipped."""
+    lines = [line for line in read_text_lines(path)]
+    rows = [(i, line.split("\t")) for i, line in enumerate(lines, 1) if line.strip()]
+    if not rows:
+        raise InputError(f"--glossary {path} has no entries")
+    first = rows[0][1]
+    try:
+        langs = language_pair(*first) if len(first) == 2 and all(f.strip().lower() in LANGUAGE_NAMES for f in first) \
+            else None
+    except InputError as e:
+        raise InputError(f"{path}:1: {e}") from None
+    if langs is None:
+        given = sorted({(p.src_lang, p.tgt_lang) for p in pairs})
+        if len(given) != 1:
+            raise InputError(f"--glossary {path}: the input has {len(given)} language pairs "
+                             f"({', '.join('-'.join(g) for g in given) or 'none'}); start the glossary with a header "
+                             f"of its two columns' language codes, e.g. zh<TAB>en")
+        langs = given[0]
+    else:
+        rows = rows[1:]
+    terms = []
+    for lineno, fields in rows:
+        if len(fields) != 2:
+            raise InputError(f"{path}:{lineno}: expected 2 tab-separated fields (source term, target term), "
+                             f"got {len(fields)}")
+        try:
+            (term,) = parse_terms([fields], *langs)
+        except TermsError as e:
+            raise InputError(f"{path}:{lineno}: {e}") from None
+        terms.append(term)
+    return {langs: terms, (langs[1], langs[0]): [t.reversed() for t in terms]}
+
+
+def with_glossary(pairs: list[Pair], glossary: dict[tuple[str, str], list[Term]]) -> list[Pair]:
+    """Each pair with the glossary's entries found in its source added to its own terms (a source term it has
+    already keeps its own target)."""
+    out = []
+    for p in pairs:
+        own = p.terms or ()
+        matched = match_glossary(p.src, glossary.get((p.src_lang, p.tgt_lang), ()))
+        known = {t.src for t in own}
+        out.append(replace(p, terms=own + tuple(t for t in matched if t.src not in known)))
+    return out

@@ -7,7 +7,8 @@ This is the contract with the reward function (src/rewards) and with verl's RLHF
                   validation metrics by it (val-core/<data_source>/reward/mean@N)
     ability       "translation"
     reward_model  {"style": "rule", "ground_truth": <reference translation>}
-    extra_info    {"split", "src", "src_lang", "tgt_lang", "lang_pair", "template", "index"}
+    extra_info    {"split", "src", "src_lang", "tgt_lang", "lang_pair", "template", "index"}, and
+                  "terms" ([{"src", "tgt"}, ...], src/data/terms.py) where the input gave terms
                   (verl passes extra_info to compute_score untouched; "index" is also what
                   RLHFDataset reads as the row index)
 """
@@ -17,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .templates import build_prompt
+from .terms import Term
 
 SPLITS = ("train", "val", "test")
 ABILITY = "translation"
@@ -30,6 +32,8 @@ class Example:
     tgt: str
     src_lang: str
     tgt_lang: str
+    # its required terms; None: the input said nothing of terms (no "terms" key is written)
+    terms: tuple[Term, ...] | None = None
 
     @property
     def lang_pair(self) -> str:
@@ -44,7 +48,7 @@ def make_row(example: Example, *, dataset_name: str, template: str, split: str, 
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     return {
-        "prompt": build_prompt(template, example.src, example.src_lang, example.tgt_lang),
+        "prompt": build_prompt(template, example.src, example.src_lang, example.tgt_lang, example.terms or ()),
         "data_source": data_source(dataset_name, example),
         "ability": ABILITY,
         "reward_model": {"style": "rule", "ground_truth": example.tgt},
@@ -56,5 +60,6 @@ def make_row(example: Example, *, dataset_name: str, template: str, split: str, 
             "lang_pair": example.lang_pair,
             "template": template,
             "index": int(index),
+            **({} if example.terms is None else {"terms": [t.as_dict() for t in example.terms]}),
         },
     }

@@ -8,6 +8,11 @@ Three templates (the reward function parses responses with `expected_format(temp
   model's chat template (applied by verl at rollout time) frames them.
 - `rl`: no reasoning, only `<translate>...</translate>`; one user message.
 
+and each of them with the segment's required terms (`base_terms`, `chat_terms`, `rl_terms`): the same prompt with
+one line before the source's, "Required terminology: 机器学习 -> machine learning; ...", where the row has terms
+(a row without terms gets the plain prompt). The terms are the row's extra_info["terms"] (src/data/terms.py); the
+same data prepared with the plain template is the run without terms in its prompt (its terms still measured).
+
 verl applies the tokenizer's chat template to every prompt (RLHFDataset filters lengths and the
 agent loop renders the prompt that way), so every template returns a chat list of
 {role, content} messages.
@@ -56,8 +61,12 @@ _THINK_INSTRUCTIONS = (
 # to recover the source from a decoded prompt (verl's validation dumps keep only the prompt text).
 _SOURCE_LEAD = "Translate the following {src_name} text into {tgt_name}:\n"
 
-_FORMATS = {"base": THINK_TRANSLATE, "chat": THINK_TRANSLATE, "rl": TRANSLATE_ONLY}
+_PLAIN_FORMATS = {"base": THINK_TRANSLATE, "chat": THINK_TRANSLATE, "rl": TRANSLATE_ONLY}
+# the templates that give the model the row's terms: <plain>_terms
+TERMS_SUFFIX = "_terms"
+_FORMATS = {**_PLAIN_FORMATS, **{f"{t}{TERMS_SUFFIX}": f for t, f in _PLAIN_FORMATS.items()}}
 TEMPLATES = tuple(_FORMATS)
+_TERMS_LEAD = "Required terminology: "
 
 
 class UnknownTemplateError(ValueError):
@@ -76,11 +85,25 @@ def expected_format(template: str) -> str:
         raise UnknownTemplateError(f"unknown template {template!r} (known: {', '.join(TEMPLATES)})") from None
 
 
-def build_prompt(template: str, src_text: str, src_lang: str, tgt_lang: str) -> list[dict[str, str]]:
-    """The chat messages for one source sentence."""
+def gives_terms(template: str) -> bool:
+    """Whether the template puts the row's terms into its prompt."""
+    expected_format(template)
+    return template.endswith(TERMS_SUFFIX)
+
+
+def terms_line(terms) -> str:
+    """The prompt's line of required terms (each with .src and .tgt), "" for none."""
+    if not terms:
+        return ""
+    return _TERMS_LEAD + "; ".join(f"{t.src} -> {t.tgt}" for t in terms) + "\n"
+
+
+def build_prompt(template: str, src_text: str, src_lang: str, tgt_lang: str, terms=()) -> list[dict[str, str]]:
+    """The chat messages for one source sentence; `terms` (src/data/terms.py Term) go into a *_terms template's."""
     expected_format(template)  # raises on unknown names
     names = {"src_name": language_name(src_lang), "tgt_name": language_name(tgt_lang)}
-    request = _SOURCE_LEAD.format(**names) + src_text
+    request = (terms_line(terms) if gives_terms(template) else "") + _SOURCE_LEAD.format(**names) + src_text
+    template = template.removesuffix(TERMS_SUFFIX)
     if template == "base":
         text = (
             "A conversation between User and Assistant. The User asks for a translation from "

@@ -71,7 +71,7 @@ def token_lengths(tokenizer, examples: list[Example], template: str) -> list[tup
         raise InputError("the tokenizer has no chat template; verl needs one to render prompts")
     rendered = [
         tokenizer.apply_chat_template(
-            build_prompt(template, e.src, e.src_lang, e.tgt_lang), add_generation_prompt=True, tokenize=False
+            build_prompt(template, e.src, e.src_lang, e.tgt_lang, e.terms or ()), add_generation_prompt=True, tokenize=False
         )
         for e in examples
     ]

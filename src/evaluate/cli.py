@@ -28,6 +28,8 @@ from dataclasses import asdict
 from itertools import groupby
 from pathlib import Path
 
+from src.data import terms
+
 from .options import BASELINE_MODEL_OPTIONS, EvalOptions, UsageError, given_baseline_model_options, parse_options
 
 EXIT_BAD_INPUT, EXIT_FAILED = 2, 1
@@ -233,6 +235,9 @@ def evaluate(p: Prepared) -> tuple[list[dict], list[dict], dict]:
                "direction": row.direction, "src_lang": row.src_lang, "tgt_lang": row.tgt_lang, "src": row.src,
                "ref": row.ref, "response": resp, "translation": ex.translation, "format_ok": ex.format_ok,
                "format_error": ex.format_error}
+        if row.terms is not None:  # a test set with terms: its required terms, and how many the translation has
+            found, required = terms.hits(row.terms, row.src, ex.translation)
+            seg.update(terms=[t.as_dict() for t in row.terms], terms_found=found, terms_required=required)
         if text_wanted:
             seg.update({k: v for k, v in segment_scores(ex.translation, row.ref, row.tgt_lang).items()
                         if k in text_wanted})

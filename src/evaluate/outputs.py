@@ -16,7 +16,9 @@ import sys
 from pathlib import Path
 from statistics import fmean
 
+from src.data import terms
 from src.data.safe_write import new_dir_beside, publish_dir
+from src.data.terms import parse_terms
 
 from src.scorer.backends import OWN_METRICS, metric_label, scale_of
 
@@ -32,6 +34,10 @@ COLUMNS = (
     ("direction", "direction", None),
     ("segments", "segments", None),
     ("format_ok", "format ok %", 1),
+    # where the test set carries terms (src/data/terms.py): required terms found, and source terms required in
+    # two segments or more translated as required in all of them
+    ("term_success", "term success %", 1),
+    ("term_consistency", "term consistency %", 1),
     ("bleu", "BLEU", 2),
     ("chrf", "chrF", 2),
     ("comet", "COMET-DA", 4),
@@ -49,6 +55,23 @@ SEGMENT_MEANS = ("comet", "kiwi", "xcomet", "xcomet_mqm", "n_minor", "n_major", 
 TABLE_MD, TABLE_CSV, SEGMENTS_JSONL, SUMMARY_JSON = "scores.md", "scores.csv", "segments.jsonl", "summary.json"
 
 
+def term_metrics(segments: list[dict]) -> dict:
+    """term_success and term_consistency (%) of segments that carry their `terms` (a test set with terms), with
+    the counts they are over; nothing for a set without terms or where no source holds a required term."""
+    with_terms = [s for s in segments if s.get("terms") is not None]
+    if not with_terms:
+        return {}
+    rows = [(parse_terms(s["terms"], s["src_lang"], s["tgt_lang"]), s["src"], s["translation"]) for s in with_terms]
+    rate, required = terms.success(rows)
+    same, repeated = terms.consistency(rows)
+    out = {"terms_required": required, "terms_repeated": repeated}
+    if rate is not None:
+        out["term_success"] = 100.0 * rate
+    if same is not None:
+        out["term_consistency"] = 100.0 * same
+    return out
+
+
 def direction_row(direction: str, segments: list[dict], corpus) -> dict:
     """One table row: corpus BLEU/chrF (`corpus`: text_metrics.CorpusScores or None), the share of
     well-formed responses (none when the format was not judged: extract=raw), and the mean of each QE
@@ -56,6 +79,7 @@ def direction_row(direction: str, segments: list[dict], corpus) -> dict:
     row = {"direction": direction, "segments": len(segments)}
     if all(s["format_ok"] is not None for s in segments):
         row["format_ok"] = 100.0 * sum(1 for s in segments if s["format_ok"]) / len(segments)
+    row.update(term_metrics(segments))
     if corpus is not None:
         row.update(bleu=corpus.bleu, chrf=corpus.chrf)
     for key in SEGMENT_MEANS:

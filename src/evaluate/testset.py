@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from src.data.templates import TEMPLATES
+from src.data.terms import Term, parse_terms
 
 from .options import UsageError
 
@@ -21,6 +22,7 @@ class TestRow:
     ref: str
     template: str
     messages: list            # the chat prompt, [{role, content}, ...]
+    terms: tuple[Term, ...] | None = None  # extra_info["terms"] (src/data/terms.py); None: the file has none
 
     @property
     def direction(self) -> str:
@@ -34,7 +36,9 @@ def from_verl_row(record: dict, line: int) -> TestRow:
     return TestRow(index=int(info["index"]), line=line, data_source=str(record["data_source"]),
                    src_lang=str(info["src_lang"]), tgt_lang=str(info["tgt_lang"]), src=str(info["src"]),
                    ref=str((record["reward_model"] or {})["ground_truth"]), template=str(info["template"]),
-                   messages=[dict(m) for m in record["prompt"]])
+                   messages=[dict(m) for m in record["prompt"]],
+                   terms=None if info.get("terms") is None else parse_terms(info["terms"], str(info["src_lang"]),
+                                                                             str(info["tgt_lang"])))
 
 
 def read_testset(path: str | Path, limit: int | None = None) -> list[TestRow]:

@@ -22,6 +22,10 @@ def test_exported_tags_and_formats():
         "base": THINK_TRANSLATE,
         "chat": THINK_TRANSLATE,
         "rl": TRANSLATE_ONLY,
+        # the same, with the row's terms in the prompt (tests/data/test_terms.py)
+        "base_terms": THINK_TRANSLATE,
+        "chat_terms": THINK_TRANSLATE,
+        "rl_terms": TRANSLATE_ONLY,
     }
     # The package root exposes what the reward function needs without importing tokenizer code.
     import src.data as data
