@@ -2,7 +2,8 @@
 
 Each input line is one JSON object: `src`, `lang_pair` (`zh-en`), either `hyp` (the translation
 text, wrapped here in the tags the run's template asks for) or `response` (a full response, tags
-included, scored as the policy wrote it), optional `ref` and `id`. Every line gets the TRAINING
+included, scored as the policy wrote it), optional `ref`, `id` and `terms` (the segment's required terms, any form
+docs/terminology.md names; the term component scores them where the run has it). Every line gets the TRAINING
 reward exactly as verl's reward workers compute it: `src.rewards.compute.compute_score` with the
 reward kwargs the launcher writes into verl's config (src/rewards/group_kwargs.py `reward_kwargs` on the
 composed config, plus reward.credit's) and the extra_info src.data.prepare writes (split=train, the
@@ -92,6 +93,8 @@ class Row:
     tgt_lang: str
     hyp: str | None
     response: str | None
+    # the segment's required terms as extra_info holds them ([{"src", "tgt"}]); None: the line gives none
+    terms: list | None = None
 
 
 def read_rows(path: Path) -> list[Row]:
@@ -134,8 +137,16 @@ def _row(obj: dict, n: int, where: str) -> Row:
     if len(parts) != 2 or not all(LANG.match(p) for p in parts) or parts[0] == parts[1]:
         raise UsageError(f"{where}: \"lang_pair\" must be source-target language codes such as zh-en, "
                          f"got {pair!r}")
+    terms = None
+    if obj.get("terms") is not None:
+        from src.data.terms import TermsError, parse_terms
+
+        try:
+            terms = [t.as_dict() for t in parse_terms(obj["terms"], parts[0], parts[1])]
+        except TermsError as exc:
+            raise UsageError(f"{where}: \"terms\": {exc}") from None
     return Row(line=n, id=obj.get("id"), src=src, ref=obj.get("ref") or "", lang_pair=pair,
-               src_lang=parts[0], tgt_lang=parts[1], hyp=obj.get("hyp"), response=obj.get("response"))
+               src_lang=parts[0], tgt_lang=parts[1], hyp=obj.get("hyp"), response=obj.get("response"), terms=terms)
 
 
 def check_out(path: Path | None) -> None:
@@ -162,7 +173,8 @@ def wrap(hyp: str, template: str) -> str:
 def extra_info(row: Row, template: str, index: int) -> dict:
     """As src.data.prepare writes it for a training row."""
     return {"split": TRAIN_SPLIT, "src": row.src, "src_lang": row.src_lang, "tgt_lang": row.tgt_lang,
-            "lang_pair": row.lang_pair, "template": template, "index": index}
+            "lang_pair": row.lang_pair, "template": template, "index": index,
+            **({} if row.terms is None else {"terms": row.terms})}
 
 
 def split_overrides(tokens: list[str]) -> tuple[dict[str, str], list[str]]:

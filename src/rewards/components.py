@@ -29,6 +29,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar, Mapping
 
+from src.data import terms as term_matching
+from src.data.terms import Term
 from src.scorer.backends import OWN_METRICS, unit_score
 from src.scorer.vocabulary import QE_METRIC, REFERENCE_METRIC, SPAN_METRIC
 
@@ -53,6 +55,8 @@ class ComponentInput:
     reference: str
     tgt_lang: str
     answers: Mapping[str, Mapping] = field(default_factory=dict)  # role -> the service's result dict
+    # the row's required terms (extra_info["terms"], src/data/terms.py); () for a row without
+    terms: tuple[Term, ...] = ()
 
 
 class RewardComponent:
@@ -243,6 +247,21 @@ class OwnMetricComponent(RewardComponent):
 for _metric in OWN_METRICS:
     register_component(type(f"{_metric}_component", (OwnMetricComponent,),
                             {"name": _metric, "model": _metric, "__module__": __name__}))
+
+
+@register_component
+class TermSuccess(RewardComponent):
+    """Terminology: the share of the row's required terms (those whose source side is in the source) whose target
+    side is in the translation (src/data/terms.py matching); None for a row that requires none (weighted, it then
+    counts at its lower clip bound for every answer to that prompt alike, which moves no GRPO advantage). In a run
+    when weighted, or when the data's template gives terms (src/rewards/launch.py), so a run without terms keeps
+    its verl config and logged keys."""
+    name = "term"
+    in_every_run = False
+
+    def value(self, x: ComponentInput) -> float | None:
+        found, required = term_matching.hits(x.terms, x.source, x.translation)
+        return found / required if required else None
 
 
 BUILTIN = known()

@@ -45,6 +45,7 @@ from typing import Any, Mapping
 from omegaconf import Container
 
 from src.data.templates import expected_format
+from src.data.terms import Term, parse_terms
 from src.rewards import components_log, normalise
 from src.rewards.combine import answer_score
 from src.rewards.components import ComponentInput, get_component
@@ -119,6 +120,13 @@ def _source_lang(data_source: str, extra_info: Mapping[str, Any]) -> str:
     return pair.split("-", 1)[0] if "-" in pair else ""
 
 
+def _terms(info: Mapping[str, Any], data_source: str) -> tuple[Term, ...]:
+    """The row's required terms (extra_info["terms"], written by src.data.prepare), () for a row without."""
+    if info.get("terms") is None:
+        return ()
+    return parse_terms(info["terms"], _source_lang(data_source, info), _target_lang(data_source, info))
+
+
 def _clean(text: str) -> str:
     # Lone surrogates cannot be sent as JSON text (the service refuses them); a tokenizer never
     # makes them, fuzzers do.
@@ -139,6 +147,7 @@ async def compute_score(data_source: str, solution_str: str, ground_truth: str, 
     source = _clean(str(info.get("src") or ""))
     reference = _clean(str(ground_truth or ""))
     tgt_lang = _target_lang(data_source, info)
+    terms = _terms(info, data_source)
 
     response = _clean(solution_str or "")
     parsed = parse_response(response, expected_format(str(info["template"])), s.format.strict_outside)
@@ -162,7 +171,7 @@ async def compute_score(data_source: str, solution_str: str, ground_truth: str, 
         if measurable and (validation or not condemned):
             if ask_scorer:
                 qe = await assess(parsed.translation, source, reference, tgt_lang, s, validation)
-            row = ComponentInput(parsed.translation, source, reference, tgt_lang, qe.answers)
+            row = ComponentInput(parsed.translation, source, reference, tgt_lang, qe.answers, terms)
             for name in s.train_weights:
                 component = get_component(name)
                 if qe.has(component):

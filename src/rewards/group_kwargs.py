@@ -44,9 +44,11 @@ def sentence_model_components(reward_cfg: Mapping[str, Any], scorer_models: Mapp
 
 
 def reward_kwargs(reward_cfg: Mapping[str, Any], scorer_models: Mapping[str, Any],
-                  root: str | Path | None = None) -> dict:
+                  root: str | Path | None = None, logged: tuple[str, ...] = ()) -> dict:
     """The reward group (composed, resolved) -> the kwargs verl passes to compute_score. `root`: the
-    checkout that relative reward.plugins paths are read from (default: the working directory)."""
+    checkout that relative reward.plugins paths are read from (default: the working directory). `logged`:
+    components computed and logged in this run even at weight 0 (src/rewards/launch.py: the term component
+    where the data's template gives terms)."""
     try:
         specs = plugins.resolve(reward_cfg.get("plugins") or [], Path(root or Path.cwd()))
         names = plugins.component_names(specs)  # the plugins' names must be known to check the weights
@@ -58,7 +60,7 @@ def reward_kwargs(reward_cfg: Mapping[str, Any], scorer_models: Mapping[str, Any
     train = weights_of(reward_cfg["weights"], "weights", names)
     validation = weights_of(reward_cfg["validation"]["weights"], "validation.weights", names)
     clips_of(reward_cfg["clip"], names)  # a clip of a component that does not exist would be dropped below
-    names = run_components(names, models, train, validation)
+    names = run_components(names, models, train, validation, logged)
     train = {c: w for c, w in train.items() if c in names}
     validation = {c: w for c, w in validation.items() if c in names}
     span_only = {}
@@ -130,13 +132,13 @@ def _no_training_weight_message(group: str | None, mode: str, span_only: Mapping
 
 
 def run_components(names: tuple[str, ...], models: Mapping[str, str | None], train: Mapping[str, float],
-                   validation: Mapping[str, float]) -> tuple[str, ...]:
-    """The components of this run: every one `in_every_run`, and each other one (a backend's own metric) when the
-    group names a model for its role (then it is logged at validation: a held-out metric when its
-    training weight is 0) or weights it (a missing model is refused by RewardSettings then)."""
+                   validation: Mapping[str, float], logged: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The components of this run: every one `in_every_run`, and each other one (a backend's own metric, the term
+    component) when the group names a model for its role (then it is logged at validation: a held-out metric when
+    its training weight is 0), weights it (a missing model is refused by RewardSettings then) or `logged` names it."""
     def used(name: str) -> bool:
         comp = components.get_component(name)
-        return (comp.in_every_run or train.get(name, 0.0) != 0.0 or validation.get(name, 0.0) != 0.0
+        return (comp.in_every_run or name in logged or train.get(name, 0.0) != 0.0 or validation.get(name, 0.0) != 0.0
                 or (comp.model is not None and models.get(comp.model) is not None))
 
     return tuple(n for n in names if used(n))

@@ -13,7 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
+from src.data.templates import TEMPLATES, gives_terms
 from src.rewards import degenerate, group_kwargs, guards, names, normalise, plugins
+from src.rewards.components import TermSuccess
 from src.rewards import settings as rewards_settings
 from src.rewards.credit import launch as credit_launch
 from src.rewards.credit import ranges as credit_ranges
@@ -57,7 +59,11 @@ def _check_component_names(kwargs: Mapping[str, Any]) -> None:
 
 def reward_launch(cfg: Mapping[str, Any]) -> RewardLaunch:
     """From the composed config; raises one of REFUSALS for a reward that cannot work."""
-    group = group_kwargs.reward_kwargs(cfg["reward"], cfg["scorer"]["models"], cfg["paths"]["root_dir"])
+    # data whose prompts give the terms: the term component is computed (logged) even where it is not weighted
+    # (an unknown template is the data check's to refuse, in its own words: src/data/checks.py)
+    template = str((cfg.get("data") or {}).get("template") or "")
+    logged = (TermSuccess.name,) if template in TEMPLATES and gives_terms(template) else ()
+    group = group_kwargs.reward_kwargs(cfg["reward"], cfg["scorer"]["models"], cfg["paths"]["root_dir"], logged)
     _check_component_names(group)
     token_credit = credit_launch.plan(cfg, group)
     kwargs = {**group, **credit_launch.reward_kwargs(token_credit), **normalise.reward_kwargs(cfg)}

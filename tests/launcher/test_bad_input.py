@@ -59,7 +59,8 @@ def refused(capsys, args: list[str]) -> str:
     (["rewad=comet"], "rewad=comet names no config group"),
     (["+trainer.learning_rate=1e-6"], "trainer has no key 'learning_rate'"),
     # data.template names a template of src/data/templates.py
-    (["data.template=bogus"], "data.template='bogus' is not a prompt template (known: base, chat, rl)"),
+    (["data.template=bogus"], "data.template='bogus' is not a prompt template (known: base, chat, rl, base_terms, "
+                              "chat_terms, rl_terms)"),
     # Hydra's lexer on a non-ASCII path: the quoted form to type
     (["paths.data_root=/data/数据"], "\"paths.data_root='/data/数据'\""),
 ])

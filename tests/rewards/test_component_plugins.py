@@ -80,8 +80,8 @@ def test_a_run_without_plugins_keeps_its_reward_kwargs(scorer_env):
 
 @pytest.mark.parametrize("overrides, message", [
     (("+reward.weights.length_match=1",), "reward.weights: unknown component 'length_match' (known: bleu, comet, kiwi, "
-                                          "xcomet, mqm, ok_ratio, metricx; a component of your own is loaded through "
-                                          "reward.plugins)"),
+                                          "xcomet, mqm, ok_ratio, metricx, term; a component of your own is loaded "
+                                          "through reward.plugins)"),
     (("reward.plugins=[tests/fixtures/reward_plugins/nope.py]",), "reward.plugins: tests/fixtures/reward_plugins/"
                                                                   "nope.py is not a file"),
     (("reward.plugins=[tests/fixtures/reward_plugins/takes_bleu.py]",), "reward component name 'bleu' is taken by "
