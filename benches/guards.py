@@ -35,7 +35,7 @@ def default_guard_config() -> dict:
 
 
 def guard_settings(config: dict, all_on: bool):
-    from src.rewards.guard_settings import read_guards
+    from src.rewards.guards import read_guards
 
     if all_on:
         config = {name: {**sub, "enable": True} for name, sub in config.items()}
@@ -44,12 +44,13 @@ def guard_settings(config: dict, all_on: bool):
 
 def evaluate(rows: list[dict], settings) -> dict[str, Counter]:
     """kind -> Counter(n=rows, <guard>=rows it fired on, any=rows any guard fired on)."""
+    from src.data.terms import parse_terms
     from src.rewards.guards import check
 
     out: dict[str, Counter] = defaultdict(Counter)
     for r in rows:
         src, tgt = r["lang_pair"].split("-")
-        fired = check(r["hyp"], r["src"], r["ref"], src, tgt, settings).fired()
+        fired = check(r["hyp"], r["src"], r["ref"], src, tgt, settings, parse_terms(r.get("terms"), src, tgt)).fired()
         out[r["kind"]]["n"] += 1
         out[r["kind"]]["any"] += bool(fired)
         for name in fired:
@@ -113,7 +114,9 @@ def length_sweep(rows: list[dict], config: dict) -> str:
 def cost_table(rows: list[dict], config: dict, repeats: int) -> str:
     from src.rewards import guards as g
     from src.rewards import lid
-    from src.rewards.guard_settings import GuardSettings
+    from dataclasses import replace
+
+    from src.rewards.guards import GuardSettings
 
     full = guard_settings(config, all_on=True)
     off = {name: getattr(full, name) for name in g.NAMES}
@@ -125,8 +128,7 @@ def cost_table(rows: list[dict], config: dict, repeats: int) -> str:
     lines = ["| guard | us per response (mean over the hack set) |", "|---|---|"]
     total = 0.0
     for name in g.NAMES:
-        only = GuardSettings(**{n: (s if n == name else type(s)(**{**s.__dict__, "enable": False}))
-                                for n, s in off.items()})
+        only = GuardSettings({n: (s if n == name else replace(s, enable=False)) for n, s in off.items()})
         t0 = time.perf_counter()
         for _ in range(repeats):
             for r in rows:
@@ -135,7 +137,7 @@ def cost_table(rows: list[dict], config: dict, repeats: int) -> str:
         us = (time.perf_counter() - t0) / (repeats * len(rows)) * 1e6
         total += us
         lines.append(f"| {name} | {us:.0f} |")
-    lines.append(f"| the four (sum) | {total:.0f} |")
+    lines.append(f"| every guard (sum) | {total:.0f} |")
     lines.append(f"\nlanguage-ID model load (once per reward worker): {load_s:.2f} s")
     return "\n".join(lines)
 

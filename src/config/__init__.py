@@ -1,5 +1,5 @@
 """Config: paths of the code and checkout, conf/ composed with overrides (Hydra), resolvers, schemas.
-May import: nothing else of src (it is the bottom layer); Hydra's private API only in hydra_internal.py.
+May import: src.rewards (the guards' settings classes reward.guards' schema is made from); Hydra's private API only in hydra_internal.py.
 """
 from .compose import (SweepError, compose, compose_config, compose_config_in_app, fixed_overrides, is_hydra_override,
                       one_line, plus_form, register, sweep_jobs, to_plain)

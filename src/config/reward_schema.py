@@ -3,73 +3,60 @@ rest of src/config/schema.py: a misspelt key (`reward.guards.wrong_languag.penal
 `+reward.formt.bonus=1`) or a value of the wrong type is refused by Hydra at composition, with the key.
 
 The values live in the yaml (`MISSING`: "the group sets it"); what a type cannot say is checked where
-the reward is built: a guard's penalty is at most 0 (its interval here, checked by the plan's range
+the reward is built: a guard's penalty is at most 0 (its interval, checked by the plan's range
 check, src/plan/values.py RANGES), the rest by the reward's own settings (src/rewards/settings.py
 RewardSettings, which the reward workers run too and the launcher reads the reward kwargs back through).
+The guards' groups are not written here: each is made from the guard's own settings class
+(src/rewards/guard_registry.py), the one definition of its keys, types, doc lines and intervals.
 Component names are open (reward.plugins registers more): weights and clips are maps, checked
 against the registered components there.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import typing
+from dataclasses import dataclass, field, fields, make_dataclass
 from typing import Dict, List, Optional
 
 from omegaconf import MISSING
 
+from src.rewards import guards
+
 from .settings_field import setting
 
 
-def _penalty():
-    # a guard lowers the score of an answer it flags: a positive penalty would reward the hack it catches
-    return setting(doc="added to format.bonus when the guard flags an answer (the lowest penalty that applies)",
-                   interval="(-inf, 0]", example="-1.0")
+def _omegaconf_type(kind):
+    """A guard setting's type as OmegaConf types a structured config: a tuple is a List, `X | None` Optional[X]."""
+    args = typing.get_args(kind)
+    if type(None) in args:
+        (inner,) = [a for a in args if a is not type(None)]
+        return Optional[_omegaconf_type(inner)]
+    if typing.get_origin(kind) is tuple:
+        return List[typing.get_args(kind)[0]]
+    return kind
 
 
-@dataclass
-class WrongLanguageSchema:
-    enable: bool = MISSING
-    penalty: float = _penalty()
-    # null: the languages src.data.prepare accepts (src/data/templates.py LANGUAGE_NAMES)
-    languages: Optional[List[str]] = MISSING
-    min_confidence: float = MISSING
-    min_letters: int = MISSING
-    # null: py3langid; else a fastText LID model's path
-    model: Optional[str] = MISSING
+def _guard_schema(guard) -> type:
+    """The Hydra twin of a guard's Settings (src/rewards/guard_registry.py): its fields with OmegaConf's types, the
+    values from the yaml (MISSING here), each field's doc line and interval kept (setting(): the plan's range check
+    reads them)."""
+    hints = typing.get_type_hints(guard.Settings)
+    schema = make_dataclass(f"{type(guard).__name__}Schema", [
+        (f.name, _omegaconf_type(hints[f.name]), setting(doc=f.metadata["doc"], interval=f.metadata.get("interval"),
+                                                         example=f.metadata.get("example")))
+        for f in fields(guard.Settings)])
+    # a module attribute, as a written class is: OmegaConf's nodes are pickled (src/config/hydra_internal.py) and a
+    # Hydra error names the class
+    schema.__module__ = __name__
+    assert schema.__name__ not in globals(), schema.__name__
+    globals()[schema.__name__] = schema
+    return schema
 
 
-@dataclass
-class RepetitionSchema:
-    enable: bool = MISSING
-    penalty: float = _penalty()
-    max_share: float = MISSING
-    margin: float = MISSING
-    min_tokens: int = MISSING
-
-
-@dataclass
-class CodeMixSchema:
-    enable: bool = MISSING
-    penalty: float = _penalty()
-    max_share: float = MISSING
-    min_tokens: int = MISSING
-
-
-@dataclass
-class LengthCoverageSchema:
-    enable: bool = MISSING
-    penalty: float = _penalty()
-    min_ratio: float = MISSING
-    max_ratio: float = MISSING
-    without_reference: bool = MISSING
-
-
-@dataclass
-class GuardsSchema:
-    """reward.guards: one group per guard (src/rewards/guards.py)."""
-    wrong_language: WrongLanguageSchema = field(default_factory=WrongLanguageSchema)
-    repetition: RepetitionSchema = field(default_factory=RepetitionSchema)
-    code_mix: CodeMixSchema = field(default_factory=CodeMixSchema)
-    length_coverage: LengthCoverageSchema = field(default_factory=LengthCoverageSchema)
+# reward.guards: one group per registered guard (src/rewards/guards.py), made from its own settings class
+GuardsSchema = make_dataclass("GuardsSchema", [
+    (name, schema, field(default_factory=schema))
+    for name, schema in ((name, _guard_schema(guard)) for name, guard in guards.registered().items())])
+GuardsSchema.__module__ = __name__
 
 
 @dataclass

@@ -125,21 +125,45 @@ def _normalised_term(term: str) -> str:
     return normalise(term)
 
 
-def _findable(term: str, text: str) -> bool:
-    """Whether `term` is in the normalised `text`: where the term's first (last) character is a letter or digit
-    of a spaced script, the text's character before (after) it must not be one."""
+def _spans(term: str, text: str) -> list[tuple[int, int]]:
+    """Where `term` is in the normalised `text`, not overlapping: where the term's first (last) character is a
+    letter or digit of a spaced script, the text's character before (after) it must not be one."""
     t = _normalised_term(term)
     if not t:
-        return False
+        return []
     lead, tail = _word_char(t[0]), _word_char(t[-1])
+    found = []
     start = text.find(t)
     while start >= 0:
         end = start + len(t)
         if not (lead and start and _word_char(text[start - 1])) and \
                 not (tail and end < len(text) and _word_char(text[end])):
-            return True
-        start = text.find(t, start + 1)
-    return False
+            found.append((start, end))
+            start = text.find(t, end)
+        else:
+            start = text.find(t, start + 1)
+    return found
+
+
+def _findable(term: str, text: str) -> bool:
+    return bool(_spans(term, text))
+
+
+def occurrences(term: str, text: str) -> int:
+    """How many times `term` is in `text` (not overlapping), matched as `appears` matches."""
+    return len(_spans(term, normalise(text)))
+
+
+def covered_share(terms_text: Sequence[str], text: str) -> float:
+    """The share of `text`'s characters (spaces aside) inside an occurrence of one of `terms_text`; 0.0 for a text
+    without any."""
+    norm = normalise(text)
+    covered = [False] * len(norm)
+    for term in terms_text:
+        for start, end in _spans(term, norm):
+            covered[start:end] = [True] * (end - start)
+    chars = [c for ch, c in zip(norm, covered) if not ch.isspace()]
+    return sum(chars) / len(chars) if chars else 0.0
 
 
 def appears(term: str, text: str) -> bool:

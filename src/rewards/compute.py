@@ -154,7 +154,7 @@ async def compute_score(data_source: str, solution_str: str, ground_truth: str, 
     # every component of this run (built-in and plugins'), None until computed: verl stacks each key
     values: dict[str, float | None] = {c: None for c in s.train_weights}
     values.update({f"n_{sev}": None for sev in SEVERITIES})
-    degenerate, guards, qe = Degenerate(), Guards(), QEResult()
+    degenerate, guards, qe = Degenerate(), Guards.none_of(s.guards), QEResult()
     scored = False  # the answer is answer_score's weighted sum (not a floor or a penalty)
     if not parsed.ok:
         format_part, answer = s.format.floor, s.format.answer_floor
@@ -163,7 +163,7 @@ async def compute_score(data_source: str, solution_str: str, ground_truth: str, 
         degenerate = detect(parsed.translation, source, reference, tgt_lang, s.degenerate)
         if s.guards is not None and not degenerate.empty:
             guards = check_guards(parsed.translation, source, reference, _source_lang(data_source, info),
-                                  tgt_lang, s.guards)
+                                  tgt_lang, s.guards, terms)
         condemned = degenerate.any or guards.any
         # training short-cuts degenerate and guarded answers; validation still measures the copies,
         # wrong-script and guarded ones, so its metrics describe every well-formed answer of a sane length

@@ -14,9 +14,20 @@ import unicodedata
 from dataclasses import dataclass
 
 from src.rewards.languages import SCRIPTS, base_lang
-from src.rewards.settings import DegenerateSettings
 
 ANALYSED_CHARS = 10_000
+
+
+@dataclass(frozen=True)
+class DegenerateSettings:
+    """reward.degenerate (conf/reward_base/default.yaml), as the reward kwargs hold it."""
+    empty_penalty: float
+    source_copy_penalty: float
+    copy_similarity: float
+    wrong_script_penalty: float
+    min_script_share: float
+    length_ratio_penalty: float
+    max_length_ratio: float
 # Longer than this is absurd for sentence-level MT whatever the reference says (and keeps every
 # request to the service far below its body limit).
 MAX_TRANSLATION_CHARS = 20_000

@@ -13,8 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from src.rewards import components, plugins
-from src.rewards.guard_settings import guarded_languages
+from src.rewards import components, guards, plugins
 from src.rewards.settings import RewardSettings, clips_of, weights_of
 from src.rewards.values import RewardConfigError
 from src.scorer.backends import OWN_METRICS, model_metric
@@ -101,17 +100,7 @@ def reward_kwargs(reward_cfg: Mapping[str, Any], scorer_models: Mapping[str, Any
         if metric in names:
             kw[metric] = {"reference": (reward_cfg.get(metric) or {}).get("reference", False)}
     if reward_cfg.get("guards") is not None:
-        # a guard that is not a group (reward.guards.X=false) goes through as is: read_guards refuses it in one line
-        kw["guards"] = {name: ({k: (list(v) if k == "languages" and v is not None else v) for k, v in dict(sub).items()}
-                               if isinstance(sub, Mapping) else sub)
-                        for name, sub in dict(reward_cfg["guards"]).items()}
-        lid = kw["guards"].get("wrong_language") or {}
-        if isinstance(lid, dict) and "languages" in lid and lid["languages"] is None:
-            # null: the languages prepare accepts, written out (a snapshot replays the same ones)
-            lid["languages"] = list(guarded_languages(None))
-        if isinstance(lid.get("model"), str) and lid["model"].strip():
-            # absolute, as the QE checkpoints: the reward workers do not run in the launcher's directory
-            lid["model"] = str(Path(root or Path.cwd()) / Path(lid["model"]).expanduser())
+        kw["guards"] = guards.launch_kwargs(reward_cfg["guards"], root, train)
     RewardSettings.from_kwargs(kw)  # refuse at launch what would fail in the workers
     return kw
 

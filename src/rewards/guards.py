@@ -13,6 +13,14 @@
                      names/numbers/acronyms (GDP, iPhone, 5G)
     length_coverage  under/over-translation: answer length against the reference's (words, or
                      characters for zh/ja), else against the source times the pair's usual ratio
+    term_stuffing    the term reward gamed (docs/terminology.md): a required term repeated beyond the
+                     source's count, or an answer made mostly of required terms; in a run that trains on
+                     reward.weights.term
+
+A guard is one class registered here (src/rewards/guard_registry.py: its name, its Settings with a doc
+line per key, its check) and one yaml entry (reward.guards.<name>, conf/reward_base/default.yaml); the
+launcher's config schema is made from the class. Import guards, their settings and the verdicts from
+this module: importing it registers the built-in ones.
 
 Each guard is switched and priced on its own (reward.guards.<name>.enable / .penalty); a flagged
 answer scores `format.bonus + the lowest penalty that applies` (degenerate penalties included) and
@@ -25,14 +33,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from src.data import terms as term_matching
+from src.data.templates import LANGUAGE_NAMES
 from src.rewards import lid
 from src.rewards.degenerate import ANALYSED_CHARS
-from src.rewards.guard_settings import (GUARD_NAMES, CodeMixSettings, GuardSettings, LengthCoverageSettings,
-                                        RepetitionSettings, WrongLanguageSettings)
+from src.rewards.guard_registry import (Guard, GuardInput, Guards, GuardSettings, GuardSettingsBase, flag,
+                                        guard_field, launch_kwargs, read_guards, register_guard, registered,
+                                        run_guards)
 from src.rewards.languages import CYRILLIC, HAN, HANGUL, KANA, LATIN, base_lang, family, unspaced
+from src.rewards.values import RewardConfigError
 
-NAMES = GUARD_NAMES
-FLAGS = tuple(f"guard_{n}" for n in NAMES)
+# what the rest of src/rewards takes from here (the registry's, with the built-in guards registered)
+__all__ = ["Guards", "GuardSettings", "read_guards", "launch_kwargs", "check", "NAMES", "FLAGS"]
 
 # one token: a CJK character (each one a unit: zh/ja have no spaces), a word of an alphabetic
 # script, or a number
@@ -46,31 +58,6 @@ _LATIN_WORD = re.compile(f"[{LATIN}]")
 # Chinese characters a name or word kept in Latin letters stands for, in a zh/ja length
 LATIN_WORD_CHARS = 2
 PAIR_RATIO = {("zh", "en"): 0.65, ("en", "zh"): 1.5, ("ja", "en"): 0.5, ("en", "ja"): 2.0}
-
-
-@dataclass(frozen=True)
-class Guards:
-    """Which guards fired; None for a guard that is off (not computed, logged as None)."""
-    wrong_language: bool | None = None
-    repetition: bool | None = None
-    code_mix: bool | None = None
-    length_coverage: bool | None = None
-
-    def fired(self) -> tuple[str, ...]:
-        return tuple(n for n in NAMES if getattr(self, n))
-
-    @property
-    def any(self) -> bool:
-        return bool(self.fired())
-
-    def flags(self) -> dict[str, float | None]:
-        """As reward components: 1.0 fired, 0.0 not, None off (means give rates per step)."""
-        return {f"guard_{n}": (None if getattr(self, n) is None else float(getattr(self, n))) for n in NAMES}
-
-    def penalty(self, s: GuardSettings) -> float | None:
-        """The lowest penalty of the guards that fired, None when none did."""
-        applied = [getattr(s, n).penalty for n in self.fired()]
-        return min(applied) if applied else None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -124,7 +111,75 @@ def _lid_text(text: str, tgt: str) -> str:
     return joiner.join(kept)
 
 
-def identify(text: str, tgt: str, s: WrongLanguageSettings) -> tuple[str, float] | None:
+def guarded_languages(value) -> tuple[str, ...]:
+    """reward.guards.wrong_language.languages: null is every language src.data.prepare accepts (the one
+    list, src/data/templates.py LANGUAGE_NAMES); a list of one's own as given."""
+    return tuple(LANGUAGE_NAMES) if value is None else tuple(value)
+
+
+@register_guard
+class WrongLanguage(Guard):
+    """The right script but the wrong language; exempt where the reference is in that language itself."""
+    name = "wrong_language"
+
+    @dataclass(frozen=True)
+    class Settings(GuardSettingsBase):
+        # after reading, never null: null in the config is every language prepare accepts (read)
+        languages: tuple[str, ...] | None = guard_field(
+            "the languages the identifier chooses among (ISO 639-1 codes, as py3langid names them); the target must "
+            "be one. null in the config: every language src.data.prepare accepts")
+        min_confidence: float = guard_field("the other language's normalised probability at or above which the "
+                                            "answer is flagged", interval="(0, 1]", example="0.5")
+        min_letters: int = guard_field("letters left after removing names and numbers below which the answer is "
+                                       "not judged")
+        model: str | None = guard_field(
+            "a fastText LID model (OpenLID-v2, GlotLID .bin; labels mapped by src.rewards.lid.lid_code) instead of "
+            "py3langid; null: py3langid (and absent in reward kwargs written before it existed)", default=None)
+
+    def read(self, key, value):
+        if key == "languages":
+            if isinstance(value, str) or not all(isinstance(x, str) for x in (value or ())):
+                raise RewardConfigError(f"reward.guards.{self.name}.languages must be a list of language codes, "
+                                        f"got {value!r}")
+            return guarded_languages(value)
+        if key == "model":
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise RewardConfigError(f"reward.guards.{self.name}.model must be null (py3langid) or the path of a "
+                                        f"fastText LID model, got {value!r}")
+            return value
+        return NotImplemented
+
+    def launch_value(self, key, value, root):
+        from pathlib import Path
+
+        if key == "languages":
+            # null: the languages prepare accepts, written out (a snapshot replays the same ones)
+            return list(guarded_languages(None if value is None else list(value)))
+        if key == "model" and isinstance(value, str) and value.strip():
+            # absolute, as the QE checkpoints: the reward workers do not run in the launcher's directory
+            return str(Path(root or Path.cwd()) / Path(value).expanduser())
+        return value
+
+    def check(self, s) -> None:
+        if not s.enable:
+            return
+        from src.rewards.lid import known_languages  # loads the LID model: only when on
+
+        known = set(known_languages(s.model))  # a model that is missing or does not load: one line
+        bad = [lang for lang in s.languages if lang not in known]
+        identifier = "py3langid" if s.model is None else f"the fastText model {s.model}"
+        if bad:
+            raise RewardConfigError(f"reward.guards.wrong_language.languages: {bad[0]!r} is not a language the "
+                                    f"identifier knows ({identifier}: ISO 639-1 codes such as en, de, zh, ja)")
+        if len(s.languages) < 2:
+            raise RewardConfigError("reward.guards.wrong_language.languages needs at least two languages")
+
+    def fired(self, x: GuardInput, s) -> bool:
+        return _wrong_language(x.translation, x.tgt_lang, s) and not (
+            bool(x.reference.strip()) and _wrong_language(x.reference, x.tgt_lang, s))
+
+
+def identify(text: str, tgt: str, s: WrongLanguage.Settings) -> tuple[str, float] | None:
     """(language, probability) among `s.languages`; None when too little is left to judge."""
     sample = _lid_text(text, tgt)
     if sum(ch.isalpha() for ch in sample) < s.min_letters:
@@ -134,7 +189,7 @@ def identify(text: str, tgt: str, s: WrongLanguageSettings) -> tuple[str, float]
     return lid.restricted(s.languages).classify(sample)
 
 
-def _wrong_language(text: str, tgt: str, s: WrongLanguageSettings) -> bool:
+def _wrong_language(text: str, tgt: str, s: WrongLanguage.Settings) -> bool:
     if tgt not in s.languages:
         return False
     got = identify(text, tgt, s)
@@ -161,13 +216,27 @@ def repeated_share(text: str, n: int) -> float:
     return sum(covered) / len(toks)
 
 
-def _repetition(text: str, reference: str, tgt: str, s: RepetitionSettings) -> bool:
-    n = _ngram_n(tgt)
-    if len(tokens(text)) < s.min_tokens:
-        return False
-    share = repeated_share(text, n)
-    ref_share = repeated_share(reference, n) if reference.strip() else 0.0
-    return share >= s.max_share and share - ref_share >= s.margin
+@register_guard
+class Repetition(Guard):
+    """A loop shorter than the degenerate check's 4x length: tokens inside an n-gram seen before in the answer (3
+    words, 4 zh/ja characters), against the same share in the reference (legitimate repetition is kept)."""
+    name = "repetition"
+
+    @dataclass(frozen=True)
+    class Settings(GuardSettingsBase):
+        max_share: float = guard_field("the share of the answer's tokens inside a repeated n-gram at or above which "
+                                       "it fires", interval="(0, 1]", example="0.3")
+        margin: float = guard_field("... and at least this much above the reference's share", interval="(0, 1]",
+                                    example="0.2")
+        min_tokens: int = guard_field("answers with fewer tokens are not judged")
+
+    def fired(self, x: GuardInput, s) -> bool:
+        n = _ngram_n(x.tgt_lang)
+        if len(tokens(x.translation)) < s.min_tokens:
+            return False
+        share = repeated_share(x.translation, n)
+        ref_share = repeated_share(x.reference, n) if x.reference.strip() else 0.0
+        return share >= s.max_share and share - ref_share >= s.margin
 
 
 def untranslated_share(text: str, source: str, reference: str, src: str, tgt: str) -> tuple[float, int]:
@@ -203,10 +272,21 @@ def _source_names(source: str) -> set[str]:
     return names
 
 
-def _code_mix(text: str, source: str, reference: str, src: str, tgt: str, s: CodeMixSettings) -> bool:
-    # what the reference keeps is not counted (untranslated_share), which is its exemption
-    share, count = untranslated_share(text, source, reference, src, tgt)
-    return share >= s.max_share and count >= s.min_tokens
+@register_guard
+class CodeMix(Guard):
+    """Source-language text left in the answer (untranslated_share); what the reference keeps is not counted, which
+    is its exemption."""
+    name = "code_mix"
+
+    @dataclass(frozen=True)
+    class Settings(GuardSettingsBase):
+        max_share: float = guard_field("the share of the answer's tokens that are untranslated source text at or "
+                                       "above which it fires", interval="(0, 1]", example="0.3")
+        min_tokens: int = guard_field("... and at least this many such tokens")
+
+    def fired(self, x: GuardInput, s) -> bool:
+        share, count = untranslated_share(x.translation, x.source, x.reference, x.src_lang, x.tgt_lang)
+        return share >= s.max_share and count >= s.min_tokens
 
 
 def length_units(text: str, lang: str) -> int:
@@ -229,28 +309,71 @@ def coverage_ratio(text: str, source: str, reference: str, src: str, tgt: str) -
     return (got + 2) / (length_units(source, src) * ratio + 2)
 
 
-def _length_coverage(text: str, source: str, reference: str, src: str, tgt: str,
-                     s: LengthCoverageSettings) -> bool:
-    if not reference.strip() and not s.without_reference:
-        return False
-    ratio = coverage_ratio(text, source, reference, src, tgt)
-    return ratio is not None and not s.min_ratio <= ratio <= s.max_ratio
+@register_guard
+class LengthCoverage(Guard):
+    """Under- or over-translation: the answer's length against the reference's (words, or characters for zh/ja),
+    else against the source's times the pair's usual ratio."""
+    name = "length_coverage"
+
+    @dataclass(frozen=True)
+    class Settings(GuardSettingsBase):
+        # 0 < min_ratio < 1 < max_ratio (check)
+        min_ratio: float = guard_field("answer length / reference length (in target units) below this fires")
+        max_ratio: float = guard_field("... and above this")
+        without_reference: bool = guard_field("rows without a reference: judge against the source times the pair's "
+                                              "usual ratio (else skip them)")
+
+    def check(self, s) -> None:
+        if not 0.0 < s.min_ratio < 1.0 < s.max_ratio:
+            raise RewardConfigError(f"reward.guards.length_coverage needs 0 < min_ratio < 1 < max_ratio, got "
+                                    f"{s.min_ratio} and {s.max_ratio}")
+
+    def fired(self, x: GuardInput, s) -> bool:
+        if not x.reference.strip() and not s.without_reference:
+            return False
+        ratio = coverage_ratio(x.translation, x.source, x.reference, x.src_lang, x.tgt_lang)
+        return ratio is not None and not s.min_ratio <= ratio <= s.max_ratio
+
+
+@register_guard
+class TermStuffing(Guard):
+    """Terminology gamed (the term reward, docs/terminology.md): a required target term written more often than its
+    source term occurs in the source (or the reference has it), or an answer made mostly of required terms (the
+    glossary copied instead of the sentence translated) where neither the source nor the reference is mostly
+    terms. Rows without required terms are never flagged. In a run whenever it trains on the term component
+    (reward.weights.term), on unless switched off; in no other run."""
+    name = "term_stuffing"
+    in_every_run = False
+    guards_component = "term"
+
+    @dataclass(frozen=True)
+    class Settings(GuardSettingsBase):
+        max_share: float = guard_field("the share of the answer's characters inside required target terms at or "
+                                       "above which it fires (unless the source or reference is as much terms)",
+                                       interval="(0, 1]", example="0.6")
+        max_extra: int = guard_field("occurrences of a required target term allowed beyond its source term's count "
+                                     "in the source (or its count in the reference)")
+
+    def fired(self, x: GuardInput, s) -> bool:
+        required = term_matching.present(x.terms, x.source)
+        if not required:
+            return False
+        for t in required:
+            allowed = max(term_matching.occurrences(t.src, x.source), term_matching.occurrences(t.tgt, x.reference))
+            if term_matching.occurrences(t.tgt, x.translation) - allowed > s.max_extra:
+                return True
+        share = term_matching.covered_share([t.tgt for t in required], x.translation)
+        own = max(term_matching.covered_share([t.src for t in required], x.source),
+                  term_matching.covered_share([t.tgt for t in required], x.reference) if x.reference.strip() else 0.0)
+        return share >= s.max_share and own < s.max_share
 
 
 def check(translation: str, source: str, reference: str, src_lang: str, tgt_lang: str,
-          s: GuardSettings) -> Guards:
-    """Every guard that is on (each is computed, so each is logged); off ones are None."""
-    src, tgt = base_lang(src_lang), base_lang(tgt_lang)
-    reference = reference or ""
-    has_ref = bool(reference.strip())
-    out: dict[str, bool] = {}
-    if s.on("wrong_language"):
-        out["wrong_language"] = _wrong_language(translation, tgt, s.wrong_language) and not (
-            has_ref and _wrong_language(reference, tgt, s.wrong_language))
-    if s.on("repetition"):
-        out["repetition"] = _repetition(translation, reference, tgt, s.repetition)
-    if s.on("code_mix"):
-        out["code_mix"] = _code_mix(translation, source, reference, src, tgt, s.code_mix)
-    if s.on("length_coverage"):
-        out["length_coverage"] = _length_coverage(translation, source, reference, src, tgt, s.length_coverage)
-    return Guards(**out)
+          s: GuardSettings | None, terms: tuple = ()) -> Guards:
+    """Every guard of the run that is on (each is computed, so each is logged); the others None."""
+    x = GuardInput(translation, source, reference or "", base_lang(src_lang), base_lang(tgt_lang), tuple(terms))
+    return run_guards(x, s)
+
+
+NAMES = tuple(registered())
+FLAGS = tuple(flag(n) for n in NAMES)

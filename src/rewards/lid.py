@@ -3,7 +3,7 @@ fastText LID model (OpenLID-v2, GlotLID) from reward.guards.wrong_language.model
 per process, with their labels mapped to the project's codes (src/rewards/languages.py).
 
 The wrong-language guard (src/rewards/guards.py) classifies with them; the guards' settings
-(src/rewards/guard_settings.py) load them at launch to check reward.guards.wrong_language.languages.
+(src/rewards/guards.py WrongLanguage.check) load them at launch to check reward.guards.wrong_language.languages.
 A missing, cut-short or wrong model file is one RewardConfigError line.
 """
 from __future__ import annotations

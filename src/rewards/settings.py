@@ -3,7 +3,8 @@
 
 The kwargs are built at launch from the reward group (src/rewards/group_kwargs.py reward_kwargs),
 which reads them back through from_kwargs, so a reward that would fail in the workers is refused
-before anything is written. reward.guards' settings: src/rewards/guard_settings.py.
+before anything is written. reward.guards' settings: each guard's own class (src/rewards/guards.py,
+src/rewards/guard_registry.py).
 Stdlib only: the reward workers import it.
 """
 from __future__ import annotations
@@ -13,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from src.rewards import components, plugins
-from src.rewards.guard_settings import GuardSettings, read_guards
+from src.rewards.degenerate import DegenerateSettings
+from src.rewards.guards import GuardSettings, read_guards
 from src.rewards.values import RewardConfigError, number, number_range
 from src.scorer.backends import OWN_METRICS
 
@@ -29,17 +31,6 @@ class FormatSettings:
     floor: float
     answer_floor: float
     strict_outside: bool
-
-
-@dataclass(frozen=True)
-class DegenerateSettings:
-    empty_penalty: float
-    source_copy_penalty: float
-    copy_similarity: float
-    wrong_script_penalty: float
-    min_script_share: float
-    length_ratio_penalty: float
-    max_length_ratio: float
 
 
 @dataclass(frozen=True)

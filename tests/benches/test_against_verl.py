@@ -49,7 +49,9 @@ def test_the_plain_reward_scores_as_the_projects_where_the_project_adds_nothing(
     info = extra_info("一白鱼跳。", template="rl")
     ours = asyncio.run(compute_score("synth_zh_en/zh-en", response, "One white fish jump.", info, **kw))
     # nothing the project adds fired: no degenerate flag (empty, copy, script, length), no guard
-    flags = [*DEGENERATE_FLAGS, *(f"guard_{n}" for n in GUARD_NAMES)]
+    # (the run's guards: a guard in every run, and one only in the runs that switch it on, term_stuffing, when on)
+    flags = [*DEGENERATE_FLAGS, *(f"guard_{n}" for n in GUARD_NAMES if n in kw["guards"])]
+    assert "guard_term_stuffing" not in ours and len(flags) == len(DEGENERATE_FLAGS) + 4
     assert set(flags) <= set(ours) and not any(ours[f] for f in flags), {f: ours.get(f) for f in flags}
     plain = plain_reward.compute_score("synth_zh_en/zh-en", response, "One white fish jump.", info,
                                        bonus=kw["format"]["bonus"], floor=kw["format"]["floor"],

@@ -11,7 +11,7 @@ from src.rewards.bleu import sentence_bleu, tokenizer_for
 from src.rewards.compute import compute_score
 from src.rewards.degenerate import copy_similarity, detect, script_share
 from src.rewards.parsing import parse_response
-from src.rewards.settings import DegenerateSettings
+from src.rewards.degenerate import DegenerateSettings
 from tests.helpers.reward_config import extra_info, kwargs_for
 
 SRC_ZH = "这只猫坐在垫子上。"

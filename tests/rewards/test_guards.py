@@ -9,9 +9,10 @@ import json
 import pytest
 from hydra.errors import ConfigCompositionException
 
+from src.data.terms import parse_terms
 from src.rewards.compute import compute_score
 from src.rewards.guards import NAMES, check, coverage_ratio, repeated_share, untranslated_share
-from src.rewards.guard_settings import read_guards
+from src.rewards.guards import read_guards
 from src.rewards.settings import RewardConfigError
 from tests.fixtures import hack_set
 from tests.helpers.reward_config import composed, extra_info, kwargs_for
@@ -230,7 +231,7 @@ def test_default_guards_meet_the_targets_on_the_hack_set():
     flagged_clean = []
     for r in rows:
         src, tgt = r["lang_pair"].split("-")
-        fired = check(r["hyp"], r["src"], r["ref"], src, tgt, s).fired()
+        fired = check(r["hyp"], r["src"], r["ref"], src, tgt, s, parse_terms(r.get("terms"), src, tgt)).fired()
         if r["kind"] in hack_set.CLEAN_KINDS:
             if fired:
                 flagged_clean.append((r["id"], fired))
@@ -251,3 +252,65 @@ def test_every_language_prepare_accepts_is_one_the_guard_can_judge():
 
     assert read_guards(_config(wrong_language=True)).wrong_language.languages == tuple(LANGUAGE_NAMES)
     assert [lang for lang in LANGUAGE_NAMES if lang not in known_languages() or lang not in SCRIPTS] == []
+
+
+# ----------------------------------------------------------------------------------------------
+# term stuffing (issue 46): a guard added as one registered class and one yaml entry
+# ----------------------------------------------------------------------------------------------
+def test_term_stuffing_on_the_hack_set_catches_its_kinds_and_no_clean_answer():
+    s = read_guards(_config(term_stuffing=True))
+    assert s.enabled() == ("term_stuffing",)
+    caught: dict[str, list[bool]] = {}
+    for r in hack_set.rows():
+        src, tgt = r["lang_pair"].split("-")
+        fired = "term_stuffing" in check(r["hyp"], r["src"], r["ref"], src, tgt, s,
+                                         parse_terms(r.get("terms"), src, tgt)).fired()
+        if r["kind"] in hack_set.CLEAN_KINDS:
+            assert not fired, r["id"]
+        elif r["guard"] == "term_stuffing":
+            caught.setdefault(r["kind"], []).append(fired)
+    assert set(caught) == {"term_repeated", "term_list"} and all(len(v) >= 10 for v in caught.values())
+    for kind, hits in caught.items():
+        assert sum(hits) / len(hits) >= 0.9, f"{kind}: {sum(hits)}/{len(hits)} caught"
+
+
+@pytest.mark.parametrize("hyp, src, ref, terms, fired", [
+    # the term once for its once in the source, the reference saying it twice, no reference
+    ("Our machine learning model is good.", "我们的机器学习模型很好。", EN, [("机器学习", "machine learning")], False),
+    ("machine learning, machine learning: we like it", "机器学习，机器学习", "machine learning, machine learning",
+     [("机器学习", "machine learning")], False),
+    ("machine learning machine learning machine learning", "我们的机器学习模型很好。", "",
+     [("机器学习", "machine learning")], True),
+    # one term short of the whole answer: the source is as much terms (a glossary entry translated)
+    ("Machine learning", "机器学习", "", [("机器学习", "machine learning")], False),
+    # terms it does not require (not in the source) are never stuffing
+    ("cat cat cat cat", "我们的机器学习模型很好。", "", [("猫", "cat")], False),
+])
+def test_term_stuffing_cases(hyp, src, ref, terms, fired):
+    got = check(hyp, src, ref, "zh", "en", read_guards(_config(term_stuffing=True)), parse_terms(terms, "zh", "en"))
+    assert ("term_stuffing" in got.fired()) is fired
+
+
+def test_term_stuffing_is_in_a_run_only_with_the_term_reward():
+    # without the term reward: not in the reward kwargs, so no flag in any result, every other run's verl config as it was
+    off = kwargs_for("comet")
+    assert "term_stuffing" not in off["guards"] and set(off["guards"]) == set(NAMES) - {"term_stuffing"}
+    assert "term_stuffing" not in kwargs_for("comet", "data.template=chat_terms")["guards"]  # logged, not trained
+    on = kwargs_for("comet", "reward.weights.term=0.5")
+    assert on["guards"]["term_stuffing"] == {"enable": True, "penalty": -1.0, "max_share": 0.6, "max_extra": 1}
+    off_by_hand = kwargs_for("comet", "reward.weights.term=0.5", "reward.guards.term_stuffing.enable=false")
+    assert off_by_hand["guards"]["term_stuffing"]["enable"] is False
+
+
+def test_a_stuffed_answer_scores_the_penalty_without_a_scorer_call(loop, no_scorer_env):
+    kw = kwargs_for("comet", "reward.weights.term=1", "reward.guards.term_stuffing.penalty=-1.3")
+    info = extra_info("会议将于明天上午九点在北京举行。", terms=[{"src": "北京", "tgt": "Beijing"}])
+    out = loop.run_until_complete(compute_score("wmt/zh-en", "<think>x</think><translate>Beijing.</translate>",
+                                                "The meeting will be held in Beijing at nine tomorrow morning.", info,
+                                                **kw))
+    assert out["guard_term_stuffing"] == 1.0 and out["answer"] == -1.3 and out["kiwi"] is None
+    # a run without it has no such key: its results keep the keys they had
+    plain = loop.run_until_complete(compute_score("wmt/zh-en", "<think>x</think><translate>Beijing.</translate>",
+                                                  "The meeting will be held in Beijing at nine tomorrow morning.",
+                                                  info, **kwargs_for("comet", "reward.guards.length_coverage.enable=true")))
+    assert "guard_term_stuffing" not in plain and plain["guard_length_coverage"] == 1.0

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from src.rewards.compute import compute_score
-from src.rewards.guard_settings import read_guards
+from src.rewards.guards import read_guards
 from src.rewards.group_kwargs import reward_kwargs
 from src.rewards.guards import check, identify
 from src.rewards.lid import fasttext_lid, known_languages, lid_code
