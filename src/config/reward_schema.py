@@ -6,8 +6,10 @@ The values live in the yaml (`MISSING`: "the group sets it"); what a type cannot
 the reward is built: a guard's penalty is at most 0 (its interval, checked by the plan's range
 check, src/plan/values.py RANGES), the rest by the reward's own settings (src/rewards/settings.py
 RewardSettings, which the reward workers run too and the launcher reads the reward kwargs back through).
-The guards' groups are not written here: each is made from the guard's own settings class
-(src/rewards/guard_registry.py), the one definition of its keys, types, doc lines and intervals.
+The groups reward.format, .degenerate, .discrete, .span, .client and each of reward.guards are not written
+here: each is made from the reward's own settings class (src/rewards/settings.py, degenerate.py, guards.py;
+src/rewards/typed_settings.py), the one definition of its keys, types, doc lines and intervals that the
+reward workers read the kwargs into.
 Component names are open (reward.plugins registers more): weights and clips are maps, checked
 against the registered components there.
 """
@@ -19,13 +21,14 @@ from typing import Dict, List, Optional
 
 from omegaconf import MISSING
 
-from src.rewards import guards
+from src.rewards import degenerate, guards
+from src.rewards import settings as reward_settings
 
 from .settings_field import setting
 
 
 def _omegaconf_type(kind):
-    """A guard setting's type as OmegaConf types a structured config: a tuple is a List, `X | None` Optional[X]."""
+    """A setting's type as OmegaConf types a structured config: a tuple is a List, `X | None` Optional[X]."""
     args = typing.get_args(kind)
     if type(None) in args:
         (inner,) = [a for a in args if a is not type(None)]
@@ -35,15 +38,15 @@ def _omegaconf_type(kind):
     return kind
 
 
-def _guard_schema(guard) -> type:
-    """The Hydra twin of a guard's Settings (src/rewards/guard_registry.py): its fields with OmegaConf's types, the
-    values from the yaml (MISSING here), each field's doc line and interval kept (setting(): the plan's range check
-    reads them)."""
-    hints = typing.get_type_hints(guard.Settings)
-    schema = make_dataclass(f"{type(guard).__name__}Schema", [
+def schema_of(settings_cls: type, name: str) -> type:
+    """The Hydra twin of a reward settings class (src/rewards/typed_settings.py), named `name`: its fields with
+    OmegaConf's types, the values from the yaml (MISSING here), each field's doc line and interval kept (setting():
+    the plan's range check reads them)."""
+    hints = typing.get_type_hints(settings_cls)
+    schema = make_dataclass(name, [
         (f.name, _omegaconf_type(hints[f.name]), setting(doc=f.metadata["doc"], interval=f.metadata.get("interval"),
                                                          example=f.metadata.get("example")))
-        for f in fields(guard.Settings)])
+        for f in fields(settings_cls)])
     # a module attribute, as a written class is: OmegaConf's nodes are pickled (src/config/hydra_internal.py) and a
     # Hydra error names the class
     schema.__module__ = __name__
@@ -55,41 +58,9 @@ def _guard_schema(guard) -> type:
 # reward.guards: one group per registered guard (src/rewards/guards.py), made from its own settings class
 GuardsSchema = make_dataclass("GuardsSchema", [
     (name, schema, field(default_factory=schema))
-    for name, schema in ((name, _guard_schema(guard)) for name, guard in guards.registered().items())])
+    for name, schema in ((name, schema_of(guard.Settings, f"{type(guard).__name__}Schema"))
+                         for name, guard in guards.registered().items())])
 GuardsSchema.__module__ = __name__
-
-
-@dataclass
-class FormatSchema:
-    bonus: float = MISSING
-    floor: float = MISSING
-    answer_floor: float = MISSING
-    strict_outside: bool = MISSING
-
-
-@dataclass
-class DegenerateSchema:
-    empty_penalty: float = MISSING
-    source_copy_penalty: float = MISSING
-    copy_similarity: float = MISSING
-    wrong_script_penalty: float = MISSING
-    min_script_share: float = MISSING
-    length_ratio_penalty: float = MISSING
-    max_length_ratio: float = MISSING
-
-
-@dataclass
-class DiscreteSchema:
-    enable: bool = MISSING
-    components: List[str] = MISSING
-    thresholds: List[float] = MISSING
-
-
-@dataclass
-class SpanSchema:
-    reference: bool = MISSING
-    word_tag_source: str = MISSING
-    word_tag_threshold: float = MISSING
 
 
 @dataclass
@@ -104,18 +75,18 @@ class ValidationSchema:
 
 
 @dataclass
-class ClientSchema:
-    timeout_s: float = MISSING
-    retries: int = MISSING
-    backoff_s: float = MISSING
-    max_connections: int = MISSING
-
-
-@dataclass
 class TokenCreditSchema:
     severity_weights: Dict[str, float] = MISSING
     scale: Optional[float] = MISSING
     weight: float = MISSING
+
+
+# the groups whose one typed definition is the reward's own settings class
+FormatSchema = schema_of(reward_settings.FormatSettings, "FormatSchema")
+DegenerateSchema = schema_of(degenerate.DegenerateSettings, "DegenerateSchema")
+DiscreteSchema = schema_of(reward_settings.DiscreteSettings, "DiscreteSchema")
+SpanSchema = schema_of(reward_settings.SpanSettings, "SpanSchema")
+ClientSchema = schema_of(reward_settings.ClientSettings, "ClientSchema")
 
 
 @dataclass

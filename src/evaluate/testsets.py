@@ -10,7 +10,9 @@ says where each comes from; nothing is downloaded here):
   and one or more `<ref lang translator>` blocks of `<p><seg id>`; the doc's first `<ref>` is the reference;
 - FLORES-200 devtest: one segment a line per language (`eng_Latn.devtest`, `zho_Hans.devtest`), as
   `SRC_FILE:REF_FILE` or the devtest directory with a pair (`DIR@zh-en`);
-- two line-aligned files `SRC_FILE:REF_FILE` (languages from their last suffix, `news.en`, or `@en-zh`).
+- two line-aligned files `SRC_FILE:REF_FILE` (languages from their last suffix, `news.en`, or `@en-zh`);
+- the WMT23 terminology test set (`zouharvi/wmt-terminology-2023` as jsonl: src, ref, langs, hints), in its three
+  settings: no terms, the correct terms and the random terms in the prompt, each its own rows (docs/terminology.md).
 
 Raw sets become rows through src.data.rows.make_row, the function prepare writes training and validation
 rows with, so prompts and references are built as the reward sees them. Before any row is returned, the
@@ -28,13 +30,15 @@ from pathlib import Path
 
 from src.data.readers import InputError, iter_json_objects, language_code, language_pair, read_text_lines
 from src.data.rows import Example, make_row
-from src.data.templates import TEMPLATES, language_name
+from src.data.templates import TEMPLATES, TERMS_SUFFIX, language_name
+from src.data.terms import TermsError, parse_terms
 from src.rewards.languages import SCRIPTS, base_lang
 
 from .options import UsageError
 from .testset import TestRow, from_verl_row, read_testset
 
 PARQUET, WMT24PP, WMT_XML, FLORES, PLAIN = "parquet", "wmt24pp", "wmt-xml", "flores200", "plain"
+WMT23_TERMS = "wmt23-terminology"
 # FLORES-200 file names (ISO 639-3 + script) -> the project's language codes (src/data/templates.py);
 # FLORES+ renamed Mandarin to cmn_Hans. zho_Hant is left out on purpose: the prompts' "Chinese" and the
 # training data are simplified.
@@ -54,7 +58,7 @@ _PAIR = re.compile(r"[A-Za-z]{2,3}(?:_[A-Za-z]+)?-[A-Za-z]{2,3}(?:_[A-Za-z]+)?")
 class TestSet:
     spec: str                      # what was given (a path, `SRC:REF`, either with `@pair`)
     name: str                      # the dataset name: rows' data_source is f"{name}/{src}-{tgt}"
-    kind: str                      # PARQUET, WMT24PP, WMT_XML, FLORES or PLAIN
+    kind: str                      # PARQUET, WMT24PP, WMT_XML, FLORES, PLAIN or WMT23_TERMS
     rows: list                     # TestRow, in file order
     segments: int                  # segments in the file, the dropped ones included (a hypotheses= file's lines)
     bad_source_dropped: int = 0    # WMT24++ rows with is_bad_source true, left out
@@ -143,6 +147,9 @@ def _one_file(spec, path: Path, langs, template) -> TestSet:
     if text.startswith("<"):
         return _wmt_xml(spec, path, langs, template)
     if text.startswith("{"):
+        first = text.split("\n", 1)[0]
+        if '"hints"' in first:  # WMT23 terminology: src, ref, langs, hints per line
+            return _wmt23_terminology(spec, path, langs, template)
         return _wmt24pp(spec, path, langs, template)
     raise UsageError(f"testsets: {path}: unknown format (not a parquet, WMT24++ jsonl or WMT xml); a plain text "
                      f"file goes with its reference as SRC_FILE:REF_FILE, a FLORES-200 directory as DIR@zh-en")
@@ -180,6 +187,52 @@ def _wmt24pp(spec, path: Path, langs, template) -> TestSet:
     _check_scripts(path, examples, fix)
     return TestSet(spec=str(spec), name="wmt24pp", kind=WMT24PP,
                    rows=_rows("wmt24pp", examples, lines, spec, template), segments=segments, bad_source_dropped=bad)
+
+
+# the WMT23 terminology task's three settings: the name of each one's rows, the hints its prompt gives (None: no
+# terms in the prompt) and the hints its term metrics are measured against
+WMT23_TERMINOLOGY = (("wmt23term-none", None, "term"), ("wmt23term-term", "term", "term"),
+                     ("wmt23term-rand", "rand", "rand"))
+
+
+def _wmt23_terminology(spec, path: Path, langs, template) -> TestSet:
+    """WMT23's terminology test set (zouharvi/wmt-terminology-2023 rows as jsonl: src, ref, langs, hints {term,
+    rand}) in its three settings, each a row of the table per direction: no terms in the prompt, the correct terms,
+    the random terms (docs/terminology.md); the first measured against the correct terms, each other against the
+    terms its prompt gives."""
+    plain = _template(spec, template).removesuffix(TERMS_SUFFIX)
+    per_setting: dict[str, list] = {name: [] for name, _, _ in WMT23_TERMINOLOGY}
+    lines, segments = [], 0
+    try:
+        for segments, (lineno, record) in enumerate(iter_json_objects(path), 1):
+            where = f"{path}:{lineno}"
+            hints = record.get("hints")
+            if not all(isinstance(record.get(k), str) for k in ("src", "ref", "langs")) or not isinstance(hints, dict):
+                raise UsageError(f"testsets: {where}: a WMT23 terminology line needs src, ref and langs (text) and "
+                                 f"hints ({{\"term\": [...], \"rand\": [...]}})")
+            claimed = _langs(record["langs"], where)
+            if langs and claimed != langs:
+                raise UsageError(f"testsets: {where} has langs {record['langs']} but the pair given is "
+                                 f"{'-'.join(langs)}")
+            for name, given, measured in WMT23_TERMINOLOGY:
+                try:
+                    terms = parse_terms(hints.get(measured), *claimed)
+                except TermsError as exc:
+                    raise UsageError(f"testsets: {where}: hints.{measured}: {exc}") from None
+                example = Example(record["src"], record["ref"], *claimed, terms)
+                per_setting[name].append((example, given))
+            lines.append(segments - 1)
+    except InputError as exc:
+        raise UsageError(f"testsets: {' '.join(str(exc).splitlines())}") from None
+    if not lines:
+        raise UsageError(f"testsets: {path} has no rows")
+    rows = []
+    for name, given, _ in WMT23_TERMINOLOGY:
+        setting_template = plain if given is None else plain + TERMS_SUFFIX
+        rows += [from_verl_row(make_row(e, dataset_name=name, template=setting_template, split="test",
+                                        index=len(rows) + i), line=line)
+                 for i, ((e, _), line) in enumerate(zip(per_setting[name], lines, strict=True))]
+    return TestSet(spec=str(spec), name="wmt23term", kind=WMT23_TERMS, rows=rows, segments=segments)
 
 
 def _segments(block: ET.Element, path: Path, doc_id: str) -> dict[int, str]:

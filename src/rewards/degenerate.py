@@ -14,20 +14,25 @@ import unicodedata
 from dataclasses import dataclass
 
 from src.rewards.languages import SCRIPTS, base_lang
+from src.rewards.typed_settings import setting_field
 
 ANALYSED_CHARS = 10_000
 
 
 @dataclass(frozen=True)
 class DegenerateSettings:
-    """reward.degenerate (conf/reward_base/default.yaml), as the reward kwargs hold it."""
-    empty_penalty: float
-    source_copy_penalty: float
-    copy_similarity: float
-    wrong_script_penalty: float
-    min_script_share: float
-    length_ratio_penalty: float
-    max_length_ratio: float
+    """reward.degenerate: the cheap checks before any scorer call (one typed definition: src/rewards/typed_settings.py;
+    the values in conf/reward_base/default.yaml; ranges checked in src/rewards/settings.py RewardSettings._check)."""
+    empty_penalty: float = setting_field("the answer part of an empty answer")
+    source_copy_penalty: float = setting_field("the answer part of a copy of the source")
+    copy_similarity: float = setting_field("char-bigram Jaccard similarity with the source at or above which an "
+                                           "answer is a copy, in (0, 1] (not when the reference is that close)")
+    wrong_script_penalty: float = setting_field("the answer part of an answer in the wrong script")
+    min_script_share: float = setting_field("the share of letters in the target's script below which the script is "
+                                            "wrong, in [0, 1] (not when the reference fails it too)")
+    length_ratio_penalty: float = setting_field("the answer part of an answer of absurd length")
+    max_length_ratio: float = setting_field("translation/reference characters above this, or below its inverse, is "
+                                            "absurd, > 1")
 # Longer than this is absurd for sentence-level MT whatever the reference says (and keeps every
 # request to the service far below its body limit).
 MAX_TRANSLATION_CHARS = 20_000

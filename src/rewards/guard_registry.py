@@ -7,13 +7,13 @@
 
         @dataclass(frozen=True)
         class Settings(GuardSettingsBase):          # enable and penalty, then its own fields
-            max_share: float = guard_field("the share of tokens inside a repeated n-gram at or above which it fires",
+            max_share: float = setting_field("the share of tokens inside a repeated n-gram at or above which it fires",
                                            interval="(0, 1]")
 
         def fired(self, x: GuardInput, s: Settings) -> bool: ...
 
-The settings class is the one typed definition of the guard's keys: the workers read the reward kwargs into it
-(`read_guards`), and the launcher's Hydra schema is made from it (src/config/reward_schema.py), each field with its
+The settings class is the one typed definition of the guard's keys (src/rewards/typed_settings.py): the workers
+read the reward kwargs into it (`read_guards`), and the launcher's Hydra schema is made from it (src/config/reward_schema.py), each field with its
 doc line and interval, so a misspelt key is refused at composition and a value out of its interval before anything
 is written. The built-in guards register in src/rewards/guards.py, which is where the rest of src/rewards imports
 them from. Stdlib only.
@@ -21,29 +21,20 @@ them from. Stdlib only.
 from __future__ import annotations
 
 import difflib
-import math
-import typing
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping
 
 from src.data.terms import Term
-from src.rewards.values import RewardConfigError, number
-
-
-def guard_field(doc: str, interval: str | None = None, example: str | None = None, default: Any = MISSING):
-    """A guard setting with its doc line and, for a number, the interval it must lie in ("(0, 1]", "(-inf, 0]") with
-    the value a refusal suggests."""
-    if (interval is None) != (example is None):
-        raise ValueError("guard_field(): an interval needs its example and an example its interval")
-    return field(default=default, metadata={"doc": doc, "interval": interval, "example": example})
+from src.rewards.typed_settings import read_section, setting_field
+from src.rewards.values import RewardConfigError
 
 
 @dataclass(frozen=True)
 class GuardSettingsBase:
     """What every guard has; a guard's Settings subclasses it."""
-    enable: bool = guard_field("whether the guard runs (off: not computed, logged as null)")
+    enable: bool = setting_field("whether the guard runs (off: not computed, logged as null)")
     # a guard lowers the score of an answer it flags: a positive penalty would reward the hack it catches
-    penalty: float = guard_field("added to format.bonus when the guard flags an answer (the lowest penalty that "
+    penalty: float = setting_field("added to format.bonus when the guard flags an answer (the lowest penalty that "
                                  "applies)", interval="(-inf, 0]", example="-1.0")
 
 
@@ -139,51 +130,6 @@ class GuardSettings:
         return tuple(n for n, g in registered().items() if g.in_every_run or self.by_name.get(n) is not None)
 
 
-def _type_of(settings_cls: type, key: str):
-    return typing.get_type_hints(settings_cls)[key]
-
-
-def _value(name: str, key: str, value: Any, kind, interval: str | None) -> Any:
-    """One setting checked against its field's type and interval; RewardConfigError naming the key."""
-    where = f"reward.guards.{name}.{key}"
-    args = typing.get_args(kind)
-    if type(None) in args:
-        if value is None:
-            return None
-        kind = next(a for a in args if a is not type(None))
-    if kind is bool:
-        if not isinstance(value, bool):
-            raise RewardConfigError(f"{where} must be true or false, got {value!r}")
-        return value
-    if kind is int:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise RewardConfigError(f"{where} must be an integer >= 0, got {value!r}")
-        return value
-    if kind is float:
-        v = number(value, f"guards.{name}.{key}")
-        if interval is not None and not _inside(v, interval):
-            raise RewardConfigError(f"{where} must be in {interval}, got {v:g}")
-        return v
-    if kind is str:
-        if not isinstance(value, str) or not value.strip():
-            raise RewardConfigError(f"{where} must be a non-empty string, got {value!r}")
-        return value
-    if typing.get_origin(kind) is tuple:
-        if isinstance(value, str) or not hasattr(value, "__iter__") or not all(isinstance(x, str) for x in value):
-            raise RewardConfigError(f"{where} must be a list of strings, got {value!r}")
-        return tuple(value)
-    raise TypeError(f"guard {name}: setting {key} has a type read_guards cannot read ({kind})")
-
-
-def _inside(v: float, interval: str) -> bool:
-    """Whether v lies in an interval written as "(0, 1]", "(-inf, 0]", "[0, inf)"."""
-    lo_text, hi_text = (p.strip() for p in interval[1:-1].split(","))
-    lo, hi = float(lo_text), float(hi_text)
-    above = v > lo if interval[0] == "(" else v >= lo
-    below = v < hi if interval[-1] == ")" else v <= hi
-    return math.isfinite(v) and above and below
-
-
 def read_guards(value: Mapping[str, Any] | None) -> GuardSettings:
     """reward kwargs `guards` -> settings. None (a verl config written before the guards existed, replayed from a
     snapshot), or a guard absent from them: that guard off, so the replay scores as the original run did."""
@@ -200,22 +146,11 @@ def read_guards(value: Mapping[str, Any] | None) -> GuardSettings:
                                     f"off: reward.guards.{name}.enable=false")
     out: dict[str, Any] = {}
     for name, guard in guards.items():
-        sub = dict(given.get(name) or {})
+        sub = given.get(name)
         if not sub:
             out[name] = None
             continue
-        settings_fields = {f.name: f for f in fields(guard.Settings)}
-        missing = [f for f, spec in settings_fields.items() if f not in sub and spec.default is MISSING]
-        extra = [f for f in sub if f not in settings_fields]
-        if missing or extra:
-            bad = (f"lacks {missing[0]!r}" if missing else f"has unknown key {extra[0]!r}")
-            raise RewardConfigError(f"reward.guards.{name} {bad} (keys: {', '.join(settings_fields)})")
-        kw = {}
-        for key, v in sub.items():
-            own = guard.read(key, v)
-            kw[key] = own if own is not NotImplemented else _value(name, key, v, _type_of(guard.Settings, key),
-                                                                   settings_fields[key].metadata.get("interval"))
-        settings = guard.Settings(**kw)
+        settings = read_section(guard.Settings, sub, f"reward.guards.{name}", guard.read)
         guard.check(settings)
         out[name] = settings
     return GuardSettings(out)

@@ -38,9 +38,9 @@ from src.data.templates import LANGUAGE_NAMES
 from src.rewards import lid
 from src.rewards.degenerate import ANALYSED_CHARS
 from src.rewards.guard_registry import (Guard, GuardInput, Guards, GuardSettings, GuardSettingsBase, flag,
-                                        guard_field, launch_kwargs, read_guards, register_guard, registered,
-                                        run_guards)
+                                        launch_kwargs, read_guards, register_guard, registered, run_guards)
 from src.rewards.languages import CYRILLIC, HAN, HANGUL, KANA, LATIN, base_lang, family, unspaced
+from src.rewards.typed_settings import setting_field
 from src.rewards.values import RewardConfigError
 
 # what the rest of src/rewards takes from here (the registry's, with the built-in guards registered)
@@ -125,14 +125,14 @@ class WrongLanguage(Guard):
     @dataclass(frozen=True)
     class Settings(GuardSettingsBase):
         # after reading, never null: null in the config is every language prepare accepts (read)
-        languages: tuple[str, ...] | None = guard_field(
+        languages: tuple[str, ...] | None = setting_field(
             "the languages the identifier chooses among (ISO 639-1 codes, as py3langid names them); the target must "
             "be one. null in the config: every language src.data.prepare accepts")
-        min_confidence: float = guard_field("the other language's normalised probability at or above which the "
+        min_confidence: float = setting_field("the other language's normalised probability at or above which the "
                                             "answer is flagged", interval="(0, 1]", example="0.5")
-        min_letters: int = guard_field("letters left after removing names and numbers below which the answer is "
+        min_letters: int = setting_field("letters left after removing names and numbers below which the answer is "
                                        "not judged")
-        model: str | None = guard_field(
+        model: str | None = setting_field(
             "a fastText LID model (OpenLID-v2, GlotLID .bin; labels mapped by src.rewards.lid.lid_code) instead of "
             "py3langid; null: py3langid (and absent in reward kwargs written before it existed)", default=None)
 
@@ -224,11 +224,11 @@ class Repetition(Guard):
 
     @dataclass(frozen=True)
     class Settings(GuardSettingsBase):
-        max_share: float = guard_field("the share of the answer's tokens inside a repeated n-gram at or above which "
+        max_share: float = setting_field("the share of the answer's tokens inside a repeated n-gram at or above which "
                                        "it fires", interval="(0, 1]", example="0.3")
-        margin: float = guard_field("... and at least this much above the reference's share", interval="(0, 1]",
+        margin: float = setting_field("... and at least this much above the reference's share", interval="(0, 1]",
                                     example="0.2")
-        min_tokens: int = guard_field("answers with fewer tokens are not judged")
+        min_tokens: int = setting_field("answers with fewer tokens are not judged")
 
     def fired(self, x: GuardInput, s) -> bool:
         n = _ngram_n(x.tgt_lang)
@@ -280,9 +280,9 @@ class CodeMix(Guard):
 
     @dataclass(frozen=True)
     class Settings(GuardSettingsBase):
-        max_share: float = guard_field("the share of the answer's tokens that are untranslated source text at or "
+        max_share: float = setting_field("the share of the answer's tokens that are untranslated source text at or "
                                        "above which it fires", interval="(0, 1]", example="0.3")
-        min_tokens: int = guard_field("... and at least this many such tokens")
+        min_tokens: int = setting_field("... and at least this many such tokens")
 
     def fired(self, x: GuardInput, s) -> bool:
         share, count = untranslated_share(x.translation, x.source, x.reference, x.src_lang, x.tgt_lang)
@@ -318,9 +318,9 @@ class LengthCoverage(Guard):
     @dataclass(frozen=True)
     class Settings(GuardSettingsBase):
         # 0 < min_ratio < 1 < max_ratio (check)
-        min_ratio: float = guard_field("answer length / reference length (in target units) below this fires")
-        max_ratio: float = guard_field("... and above this")
-        without_reference: bool = guard_field("rows without a reference: judge against the source times the pair's "
+        min_ratio: float = setting_field("answer length / reference length (in target units) below this fires")
+        max_ratio: float = setting_field("... and above this")
+        without_reference: bool = setting_field("rows without a reference: judge against the source times the pair's "
                                               "usual ratio (else skip them)")
 
     def check(self, s) -> None:
@@ -348,10 +348,10 @@ class TermStuffing(Guard):
 
     @dataclass(frozen=True)
     class Settings(GuardSettingsBase):
-        max_share: float = guard_field("the share of the answer's characters inside required target terms at or "
+        max_share: float = setting_field("the share of the answer's characters inside required target terms at or "
                                        "above which it fires (unless the source or reference is as much terms)",
                                        interval="(0, 1]", example="0.6")
-        max_extra: int = guard_field("occurrences of a required target term allowed beyond its source term's count "
+        max_extra: int = setting_field("occurrences of a required target term allowed beyond its source term's count "
                                      "in the source (or its count in the reference)")
 
     def fired(self, x: GuardInput, s) -> bool:

@@ -16,6 +16,7 @@ from typing import Any, Mapping
 from src.rewards import components, plugins
 from src.rewards.degenerate import DegenerateSettings
 from src.rewards.guards import GuardSettings, read_guards
+from src.rewards.typed_settings import read_section, setting_field
 from src.rewards.values import RewardConfigError, number, number_range
 from src.scorer.backends import OWN_METRICS
 
@@ -25,34 +26,45 @@ MODES = ("off", "train", "eval")
 WORD_TAG_SOURCES = ("spans", "probs")
 
 
+# One typed definition per group (src/rewards/typed_settings.py): the workers read the reward kwargs into these, the
+# launcher's Hydra schema is made from them (src/config/reward_schema.py); the values are in
+# conf/reward_base/default.yaml. What one field's type cannot say is checked in RewardSettings._check.
 @dataclass(frozen=True)
 class FormatSettings:
-    bonus: float
-    floor: float
-    answer_floor: float
-    strict_outside: bool
+    """reward.format: MT-R1-Zero's format reward (src/rewards/parsing.py)."""
+    bonus: float = setting_field("added to the answer's score when the format is right")
+    floor: float = setting_field("the format part when the format is broken (the scorer is not called then)")
+    answer_floor: float = setting_field("the answer part when the format is broken")
+    strict_outside: bool = setting_field("only whitespace may stand before the first tag, between </think> and "
+                                         "<translate>, and after </translate>")
 
 
 @dataclass(frozen=True)
 class DiscreteSettings:
-    enable: bool
-    components: tuple[str, ...]
-    thresholds: tuple[float, ...]
+    """reward.discrete: the listed components become the share of `thresholds` they reach."""
+    enable: bool = setting_field("whether the listed components are made discrete")
+    components: tuple[str, ...] = setting_field("the components made discrete (each a component of the run)")
+    thresholds: tuple[float, ...] = setting_field("ascending thresholds; a component scores the share of them it "
+                                                  "reaches")
 
 
 @dataclass(frozen=True)
 class SpanSettings:
-    reference: bool
-    word_tag_source: str
-    word_tag_threshold: float
+    """reward.span: requests to the span model (XCOMET)."""
+    reference: bool = setting_field("send the reference too (XCOMET's reference mode); false: QE mode")
+    word_tag_source: str = setting_field("word tags from `spans` (a word is BAD iff it overlaps an error span) or "
+                                         "`probs` (P(BAD) > word_tag_threshold)")
+    word_tag_threshold: float = setting_field("P(BAD) above which a word is BAD with word_tag_source=probs, in [0, 1)")
 
 
 @dataclass(frozen=True)
 class ClientSettings:
-    timeout_s: float
-    retries: int
-    backoff_s: float
-    max_connections: int
+    """reward.client: the reward workers' HTTP client to the QE scoring service (src/rewards/client.py)."""
+    timeout_s: float = setting_field("deadline of one request (queueing in the service included), > 0")
+    retries: int = setting_field("attempts after the first on connection errors, timeouts, 5xx and 503; then the "
+                                 "step fails")
+    backoff_s: float = setting_field("first backoff in seconds; doubles each attempt")
+    max_connections: int = setting_field("connections per reward worker to the service, >= 1")
 
 
 @dataclass(frozen=True)
@@ -106,25 +118,13 @@ class RewardSettings:
                 train_weights=weights_of(kw["train_weights"], "train_weights", names),
                 validation_weights=weights_of(kw["validation_weights"], "validation_weights", names),
                 clip=clips_of(kw["clip"], names),
-                format=FormatSettings(**{k: number(v, f"format.{k}") if k != "strict_outside" else bool(v)
-                                         for k, v in dict(kw["format"]).items()}),
-                degenerate=DegenerateSettings(**{k: number(v, f"degenerate.{k}")
-                                                 for k, v in dict(kw["degenerate"]).items()}),
-                discrete=DiscreteSettings(
-                    enable=bool(kw["discrete"]["enable"]),
-                    components=tuple(str(c) for c in kw["discrete"]["components"]),
-                    thresholds=tuple(number(t, "discrete.thresholds") for t in kw["discrete"]["thresholds"])),
-                span=SpanSettings(
-                    reference=bool(kw["span"]["reference"]),
-                    word_tag_source=str(kw["span"]["word_tag_source"]),
-                    word_tag_threshold=number(kw["span"]["word_tag_threshold"], "span.word_tag_threshold")),
+                format=read_section(FormatSettings, kw["format"], "reward.format"),
+                degenerate=read_section(DegenerateSettings, kw["degenerate"], "reward.degenerate"),
+                discrete=read_section(DiscreteSettings, kw["discrete"], "reward.discrete"),
+                span=read_section(SpanSettings, kw["span"], "reward.span"),
                 validation_splits=tuple(str(x) for x in kw["validation_splits"]),
                 round_decimals=int(kw["round_decimals"]),
-                client=ClientSettings(
-                    timeout_s=number(kw["client"]["timeout_s"], "client.timeout_s"),
-                    retries=int(kw["client"]["retries"]),
-                    backoff_s=number(kw["client"]["backoff_s"], "client.backoff_s"),
-                    max_connections=int(kw["client"]["max_connections"])),
+                client=read_section(ClientSettings, kw["client"], "reward.client"),
                 plugins=specs,
                 guards=read_guards(kw.get("guards")),
                 own_reference={m: _own_reference(m, kw.get(m)) for m in OWN_METRICS},
