@@ -136,8 +136,11 @@ class DeathWatch(PollingWatch):
             raise Died(line)
         if then is not None and death is not None and _unwinding(death[1]):
             return
-        if reported is not None and reported in self._titles and (death is None or reported != death[0]):
-            # Ray's word on which actor died wins over the scan's guess (or a death no scan saw before training ended)
+        if reported is not None and reported in self._titles and (death is None or reported != death[0]) and not (
+                death is not None and _unwinding(self._titles[reported]) and not _unwinding(death[1])):
+            # Ray's word on which actor died wins over the scan's guess (or a death no scan saw before training ended),
+            # unless it names a process verl's unwinding ended (the transfer queue's, whose callers Ray then tells of
+            # its death) and the scan saw one that unwinding does not explain
             death = (reported, self._titles[reported], death[2] if death else time.monotonic(),
                      death[3] if death else self._last_step)
         code = proc.poll() if proc is not None else None
@@ -170,8 +173,10 @@ class DeathWatch(PollingWatch):
         self._titles.update(self._seen)
         gone = [pid for pid, title in self._seen.items() if alive.get(pid, "").split(".")[0] != title.split(".")[0]]
         if gone and self._armed():
-            # several gone in one scan: Ray's word first, then one that verl's unwinding does not end (the cause)
-            gone.sort(key=lambda pid: (pid != self._reported, _unwinding(self._seen[pid])))
+            # several gone in one scan: one that verl's unwinding does not end (the cause) first, then Ray's word: after
+            # a guard's stop, verl's tq.close() kills the transfer queue and Ray reports it dead to the queue's callers,
+            # maybe before this scan, while the engine whose death made the stop is gone too (a loaded machine, CI)
+            gone.sort(key=lambda pid: (_unwinding(self._seen[pid]), pid != self._reported))
             with self._lock:
                 first = gone[0]
                 self._death = (first, self._seen[first], time.monotonic(), self._last_step)

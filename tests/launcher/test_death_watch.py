@@ -152,6 +152,38 @@ def test_when_processes_end_together_the_one_ray_reports_dead_is_named(tmp_path)
     assert "died after step 1" in line and "training then exited with code 1" in line, line
 
 
+RAY_REPORTS_THE_QUEUE = """
+import os, signal, subprocess, sys, time
+from src.trainer.progress import step_end_line
+helpers = [subprocess.Popen(["bash", "-c", f"exec -a '{t}' sleep 300"])
+           for t in ("ray::SimpleStorageUnit", "VLLM::EngineCore")]
+time.sleep(0.8)
+print(step_end_line(2, total=10), flush=True)
+for h in reversed(helpers):  # the engine killed, the guard's stop, verl's tq.close(): both gone before the next scan
+    os.kill(h.pid, signal.SIGKILL)
+    h.wait()
+# the queue's callers are told of its death by Ray, and the driver prints it
+print("ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.", flush=True)
+print(f"\\tclass_name: SimpleStorageUnit\\n\\tactor_id: 66\\n\\tpid: {helpers[0].pid}", flush=True)
+time.sleep(0.6)
+open(os.environ["QE_TRAINING_STOP_FILE"], "w").write("training stopped at step 3: 5 training group(s) lost\\n")
+sys.exit(1)
+"""
+
+
+def test_a_dead_engine_is_named_when_ray_reports_the_queue_that_ended_after_it(tmp_path):
+    """CI, 2026-11-29 (tests/slurm/test_real_loop_faults.py on a loaded machine): the engine killed, the step's requests
+    failed at once, the guard stopped and verl's unwinding killed the transfer queue's storage, which Ray reported dead
+    before the watch's next scan saw both gone. The engine is what died; Ray's word on the queue does not outrank it."""
+    watch = deaths.DeathWatch(str(tmp_path), poll_s=0.5, grace_s=5)
+    with pytest.raises(deaths.Died) as err:
+        training.run([sys.executable, "-c", RAY_REPORTS_THE_QUEUE], {**os.environ, "PYTHONPATH": str(REPO)},
+                     tmp_path / "train.log", death=watch)
+    line = str(err.value)
+    assert line.startswith("died: the vLLM engine (VLLM::EngineCore, pid "), line
+    assert "training then exited with code 1 (training stopped at step 3: 5 training group(s) lost)" in line, line
+
+
 @pytest.mark.parametrize("case", ["after the last step", "pool, task and forked workers"])
 def test_ends_by_design_are_not_deaths(tmp_path, case):
     # a forked child of verl's TaskRunner carries its title (a dataloader worker) and ends by design
