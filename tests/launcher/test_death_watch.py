@@ -142,12 +142,17 @@ sys.exit(1)
 """
 
 
-def test_when_processes_end_together_the_one_ray_reports_dead_is_named(tmp_path):
+def _died_line(tmp_path, script: str) -> str:
+    """The Died line of `script` run as training under the death watch (whose scans are 0.5 s apart)."""
     watch = deaths.DeathWatch(str(tmp_path), poll_s=0.5, grace_s=5)
     with pytest.raises(deaths.Died) as err:
-        training.run([sys.executable, "-c", RAY_REPORT], {**os.environ, "PYTHONPATH": str(REPO)},
+        training.run([sys.executable, "-c", script], {**os.environ, "PYTHONPATH": str(REPO)},
                      tmp_path / "train.log", death=watch)
-    line = str(err.value)
+    return str(err.value)
+
+
+def test_when_processes_end_together_the_one_ray_reports_dead_is_named(tmp_path):
+    line = _died_line(tmp_path, RAY_REPORT)
     assert line.startswith("died: an FSDP worker (ray::WorkerDict, pid "), line
     assert "died after step 1" in line and "training then exited with code 1" in line, line
 
@@ -175,11 +180,7 @@ def test_a_dead_engine_is_named_when_ray_reports_the_queue_that_ended_after_it(t
     """CI, 2026-11-29 (tests/slurm/test_real_loop_faults.py on a loaded machine): the engine killed, the step's requests
     failed at once, the guard stopped and verl's unwinding killed the transfer queue's storage, which Ray reported dead
     before the watch's next scan saw both gone. The engine is what died; Ray's word on the queue does not outrank it."""
-    watch = deaths.DeathWatch(str(tmp_path), poll_s=0.5, grace_s=5)
-    with pytest.raises(deaths.Died) as err:
-        training.run([sys.executable, "-c", RAY_REPORTS_THE_QUEUE], {**os.environ, "PYTHONPATH": str(REPO)},
-                     tmp_path / "train.log", death=watch)
-    line = str(err.value)
+    line = _died_line(tmp_path, RAY_REPORTS_THE_QUEUE)
     assert line.startswith("died: the vLLM engine (VLLM::EngineCore, pid "), line
     assert "training then exited with code 1 (training stopped at step 3: 5 training group(s) lost)" in line, line
 
