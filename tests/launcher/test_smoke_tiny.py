@@ -71,7 +71,11 @@ def test_preset_plans_on_one_gpu_with_the_same_stages_as_smoke(tmp_path):
     composed = compose_config(["experiment=smoke_tiny", f"paths.output_dir={tmp_path}"])
     smoke_cfg = compose_config(["experiment=smoke", f"paths.output_dir={tmp_path}"])
     assert composed["smoke"] is True and composed["gpus"] == 1 and composed["model"]["name"] == "tiny_qwen2"
-    assert composed["trainer"] == smoke_cfg["trainer"] and composed["batch"] == smoke_cfg["batch"]
+    # the smoke's trainer, but for the stall guard's first-step floor: tiny models start in minutes
+    first_step = "stall_first_step_s"
+    assert {**composed["trainer"], first_step: 0} == {**smoke_cfg["trainer"], first_step: 0}
+    assert composed["trainer"][first_step] == 900 < smoke_cfg["trainer"][first_step]
+    assert composed["batch"] == smoke_cfg["batch"]
     assert composed["scorer"]["placement"] == "shared"
     plan = build_plan(composed, run_dir=str(tmp_path / "run"), flash_attn=None)
     assert plan.world_size == 1 and plan.scorer_models == ("cometkiwi_da",) and plan.adjustments == ()
