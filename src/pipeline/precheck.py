@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 from omegaconf import OmegaConf
@@ -23,6 +24,7 @@ from src.config.schema import Placement
 from src.node import input_files, preflight, scorer_service
 from src.plan import PlanError, RunPlan, build_plan
 from src.plan.batch import batch_for_rows
+from src.plan.schedule import Schedule, steps_beyond_data
 from src.plan.inputs import Input, run_inputs
 from src.slurm import request as slurm_request
 from src.slurm.task import SlurmTask, slurm_task
@@ -211,7 +213,24 @@ def check_data_files(plan: RunPlan, composed: dict, checked: dict | None = None)
         if not dry:
             raise data_checks.DataFileError(short)
         return [f"{short} (a real launch is refused)"]
+    beyond = steps_beyond_data(replace(_schedule(plan, composed), train_rows=rows))
+    if beyond:
+        if not dry:
+            raise data_checks.DataFileError(beyond)
+        return [f"{beyond} (a real launch is refused)"]
     return []
+
+
+def _schedule(plan: RunPlan, composed: dict) -> Schedule:
+    """The run's schedule: read from its verl config once that exists (src/plan/run_plan.py with_trains), before it
+    (the pre-launch check of every job) from the keys the launcher sets it from."""
+    if plan.schedule is not None:
+        return plan.schedule
+    trainer = composed["trainer"]
+    return Schedule(epochs=int(trainer["total_epochs"]), max_steps=trainer.get("total_training_steps"),
+                    save_freq=int(trainer["save_freq"]), test_freq=int(trainer["test_freq"]),
+                    val_before_train=bool(trainer["val_before_train"]), prompts_per_step=plan.batch.prompts_per_step,
+                    dynamic_sampling=False)
 
 
 def job_inputs(plan: RunPlan, composed: dict) -> list[tuple[Input, tuple[str, ...]]]:

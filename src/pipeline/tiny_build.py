@@ -7,7 +7,7 @@ and reused when its marker says it is complete:
 - the tiny policy (`python -m src.tiny_models policy`, train env);
 - the tiny QE checkpoints (`python -m src.tiny_models qe`, in the scorer env: unbabel-comet), when the
   run calls a QE model;
-- with data=synth_zh_en (both experiments): the synthetic task (`python -m src.tiny_models task`), its
+- with data=synth_zh_en (both experiments; synth_terms_zh_en: its terminology variant): the synthetic task (`python -m src.tiny_models task`), its
   train/val/teaching parquet files (`python -m src.data.prepare`, with the tiny tokenizer) and the taught
   policy (`python -m src.tiny_models teach`: the base policy taught the task on its teaching prompts) at
   `model.path`. Other data is the user's own, prepared beforehand.
@@ -27,7 +27,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from src.config import CODE_ROOT
 
@@ -35,9 +35,20 @@ from .errors import RunError
 
 QE_DIR = "qe"  # under model.build_dir; conf/scorer/tiny.yaml names the checkpoints in it
 BASE_POLICY = "policy"  # under model.build_dir: the untaught policy the taught one starts from
-TASK_DIR = "learn/task"  # under model.build_dir: the synthetic task's TSV files
-# data.name of the synthetic task's prompts (conf/experiment/learn_tiny.yaml): the task is built for it
-TASK_DATA_NAME = "synth_zh_en"
+# data.name of the synthetic task's prompts (conf/data/synth_*.yaml) -> where its TSV files go under
+# model.build_dir, the task builder's flags and the teacher's: the task (experiment=learn_tiny, smoke_tiny) and
+# its terminology variant (experiment=learn_terms_tiny, src/tiny_models/task.py write_terms), taught longer: at
+# the teacher's 80 steps its sampled answers kept the format in a third of the held-out prompts and wrote the
+# colour of neither the corpus nor the client in most of the others, which left GRPO too few answers to rank
+class Task(NamedTuple):
+    label: str  # the experiment its build lines name
+    dir: str
+    task_flags: tuple[str, ...]
+    teach_flags: tuple[str, ...]
+
+
+TASKS = {"synth_zh_en": Task("learn_tiny", "learn/task", (), ()),
+         "synth_terms_zh_en": Task("learn_terms_tiny", "learn_terms/task", ("--terms",), ("--steps", "240"))}
 TEACH_PARQUET = "teach.parquet"  # beside data.train_files
 MARKER = "tiny_build.json"  # src/tiny_models/atomic.py writes it last into a complete tree
 LOCK_SUFFIX = ".lock"  # <parent>/.<build dir name>.lock: held (flock) by the launch building there
@@ -54,11 +65,11 @@ def _task(composed: dict) -> bool:
     its prompts and the taught policy are built. Not learn.enable: a run of the task with the verdict off (the
     smoke, the loop's reward-path tests) must still train the taught policy, never a fresh one built where
     model.path points."""
-    return composed["data"]["name"] == TASK_DATA_NAME
+    return composed["data"]["name"] in TASKS
 
 
 def _what(composed: dict) -> str:
-    return "smoke_tiny" if composed.get("smoke") else "learn_tiny"
+    return "smoke_tiny" if composed.get("smoke") else TASKS.get(composed["data"]["name"], TASKS["synth_zh_en"]).label
 
 
 def _run_step(what: str, args: list[str], environ: dict) -> str:
@@ -95,7 +106,7 @@ def _prompts(composed: dict, policy: Path, environ: dict) -> str:
     tokenizer change."""
     data = composed["data"]
     train, val = Path(data["train_files"]), Path(data["val_files"])
-    task = Path(composed["model"]["build_dir"]) / TASK_DIR
+    task = Path(composed["model"]["build_dir"]) / TASKS[data["name"]].dir
     sources = {"teach": task / "teach.tsv", "train": task / "train.tsv", "val": task / "val.tsv"}
     key = {"tsv": {k: _sha(v) for k, v in sources.items()}, "template": data["template"],
            "max_prompt_tokens": data["max_prompt_length"], "tokenizer": _marker(policy),
@@ -133,14 +144,15 @@ def _steps(plan, composed: dict, environ: dict) -> list[tuple[str, Path, Callabl
                                                  str(build_dir / QE_DIR)], environ)))
     if not task:
         return steps  # the data is the user's own
-    steps.append(("task", build_dir / TASK_DIR, lambda: _run_step(
-        "synthetic task", [py, "-m", "src.tiny_models", "task", str(build_dir / TASK_DIR)], environ)))
+    kind = TASKS[composed["data"]["name"]]
+    steps.append(("task", build_dir / kind.dir, lambda: _run_step(
+        "synthetic task", [py, "-m", "src.tiny_models", "task", str(build_dir / kind.dir), *kind.task_flags], environ)))
     steps.append(("prompts", train_files.parent, lambda: _prompts(composed, policy, environ)))
     # model.path may name the untaught policy itself (a run that needs answers that all break the format)
     if Path(model["path"]) != policy:
         steps.append(("taught policy", Path(model["path"]), lambda: _run_step(
             "taught policy", [py, "-m", "src.tiny_models", "teach", str(policy), model["path"],
-                              "--data", str(train_files.with_name(TEACH_PARQUET))], environ)))
+                              "--data", str(train_files.with_name(TEACH_PARQUET)), *kind.teach_flags], environ)))
     return steps
 
 

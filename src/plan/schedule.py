@@ -45,6 +45,23 @@ class Schedule:
         return from_data if self.max_steps is None else min(self.max_steps, from_data)
 
 
+def steps_beyond_data(s: Schedule) -> Optional[str]:
+    """Why trainer.total_training_steps is more than the train data gives for trainer.total_epochs, or None.
+    verl's fit ends with the last epoch whatever the step count asked (`while current_epoch < total_epochs`,
+    verl/trainer/ppo/v1/trainer_base.py PPOTrainer.fit): such a run stops early, exit 0, and skips what it
+    does at its last step (the last save and validation), as that step never comes."""
+    if s.train_rows is None or s.max_steps is None or s.prompts_per_step <= 0:
+        return None
+    per_epoch = s.train_rows // s.prompts_per_step
+    if per_epoch <= 0 or s.max_steps <= per_epoch * s.epochs:
+        return None
+    epochs = -(-s.max_steps // per_epoch)
+    return (f"trainer.total_training_steps={s.max_steps} is more than the train data gives: {s.train_rows} prompts // "
+            f"{s.prompts_per_step} a step x {s.epochs} epoch(s) = {per_epoch * s.epochs} steps, and verl's fit ends "
+            f"with the last epoch, before the last step's save and validation; set trainer.total_epochs={epochs}, or "
+            f"trainer.total_training_steps={per_epoch * s.epochs}")
+
+
 def _get(verl: dict, key: str) -> Any:
     value = at(verl, key)
     return None if value is ABSENT else value

@@ -5,7 +5,7 @@
                                           --max-position-embeddings 4096 --block-size 16]
     .venv-scorer/bin/python -m src.tiny_models qe [OUT] [--with-small]
     python -m src.tiny_models tokenizer OUT
-    python -m src.tiny_models task OUT [--train-prompts 256 --val-sentences 48]
+    python -m src.tiny_models task OUT [--train-prompts 256 --val-sentences 48] [--terms]
     python -m src.tiny_models teach BASE OUT --data TEACH.parquet [--steps 80 --lr 1e-3 --batch 32 --seed 0]
 
 `policy` and `teach` run in the train env (transformers 5.9), `qe` in the scorer env (unbabel-comet);
@@ -58,15 +58,20 @@ def _tokenizer(argv: list[str]) -> int:
 
 
 def _task(argv: list[str]) -> int:
-    from .task import write
+    from .task import write, write_terms
 
     p = _OneLineParser(prog="python -m src.tiny_models task")
     p.add_argument("out", type=Path)
     p.add_argument("--train-prompts", type=int, default=256)
     p.add_argument("--val-sentences", type=int, default=48)
+    p.add_argument("--terms", action="store_true",
+                   help="the terminology variant: its sentences with the glossary's word, the term on each row")
     args = p.parse_args(argv)
     try:
-        status, paths = write(args.out, args.train_prompts, args.val_sentences)
+        if args.terms:
+            status, paths = write_terms(args.out, args.val_sentences)
+        else:
+            status, paths = write(args.out, args.train_prompts, args.val_sentences)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -170,3 +170,25 @@ def test_the_small_data_notes_advice_gives_a_plan_without_the_note(isolated_path
         followed = launch(["reward=comet", "dry_run=true", f"gpus={gpus}", *advice.group(1).split()] + paths)
         assert followed.returncode == 0, followed.stderr
         assert "note: train data" not in followed.stdout, (note, followed.stdout)
+
+
+def test_more_steps_than_the_data_gives_is_refused_with_the_epochs_that_give_them(isolated_paths, tmp_path):
+    """verl's fit ends with the last epoch whatever trainer.total_training_steps asks: a tiny run asked for 20
+    steps on 77 prompts (8 a step, 1 epoch) stopped after step 9 with exit 0, no last save and no last validation.
+    The dry run's plan says so; a real launch is refused in one line naming both fixes, and either fix plans."""
+    out, paths = isolated_paths
+    train = prepared(tmp_path / "data" / "wmt_zh_en" / "train.parquet", ["train"] * 100)
+    prepared(tmp_path / "data" / "wmt_zh_en" / "val.parquet", ["val"])
+    args = ["reward=comet", "batch.prompts_per_step=24", "batch.mini_batch_prompts=24"] + paths
+    said = ("trainer.total_training_steps=10 is more than the train data gives: 100 prompts // 24 a step x 1 epoch(s) "
+            "= 4 steps, and verl's fit ends with the last epoch, before the last step's save and validation; set "
+            "trainer.total_epochs=3, or trainer.total_training_steps=4")
+    dry = launch(args + ["dry_run=true", "trainer.total_training_steps=10"])
+    assert dry.returncode == 0 and f"note: {said} (a real launch is refused)" in dry.stdout, dry.stdout[-3000:]
+    before = files_under(out)
+    real = launch(args + ["trainer.total_training_steps=10"])
+    assert real.returncode == 2 and real.stderr.splitlines() == [f"error: {said}"], real.stderr
+    assert files_under(out) == before
+    for fix in ("trainer.total_epochs=3", "trainer.total_training_steps=4"):
+        fixed = launch(args + ["dry_run=true", "trainer.total_training_steps=10", fix])
+        assert fixed.returncode == 0 and "is more than the train data gives" not in fixed.stdout, (fix, fixed.stdout)

@@ -26,9 +26,9 @@ MODELS, REWARDS = (group_options(g) for g in ("model", "reward"))
 # the algo presets with their own reward side (test_group_combinations.py MANAGER_ALGOS); every algo preset's
 # estimator and loss on every GPU and node count: test_algo_presets.py
 ALGOS = MANAGER_ALGOS
-# presets that fix their reward's models (learn_tiny: format + BLEU, no QE model): another reward group's
-# QE weights on them are refused in one line naming the model they need, before any plan
-PINNED_REWARD = {"learn_tiny"}
+# presets that fix their reward's models (learn_tiny: format + BLEU, no QE model; learn_terms_tiny: and the term):
+# another reward group's QE weights on them are refused in one line naming the model they need, before any plan
+PINNED_REWARD = {"learn_tiny", "learn_terms_tiny"}
 
 
 def allowed_refusal(preset: str, refusal: str) -> bool:
