@@ -192,7 +192,7 @@ def test_real_launch_onto_a_read_only_results_root_writes_nothing(isolated_paths
     out, paths = isolated_paths
     (tmp_path / "models" / "Qwen2.5-0.5B-Instruct").mkdir(parents=True)
     d = _data_dir(tmp_path)
-    _prepared(d / "train.parquet", rows=4)  # one step of experiment=smoke: 4 prompts
+    _prepared(d / "train.parquet", rows=8)  # the two steps of experiment=smoke: 4 prompts each
     _prepared(d / "val.parquet", split="val")
     paths = [p for p in paths if not p.startswith("paths.results_root")] + [f"paths.results_root={ro}/qe-rl"]
     result = launch(["experiment=smoke", "gpus=1", "scorer.placement=cpu", "debug.skip_scorer=true",

@@ -112,7 +112,7 @@ def _launch(tmp_path: Path, ckpt: Path):
 
     for split in ("train", "val"):
         rows = [make_row(Example("今天天气很好。", "The weather is nice today.", "zh", "en"), dataset_name="wmt_zh_en",
-                         template="base", split=split, index=i) for i in range(4)]
+                         template="base", split=split, index=i) for i in range(24)]
         write_parquet_atomic(rows, tmp_path / "data" / "wmt_zh_en" / f"{split}.parquet")
     return launch(["model=qwen2.5_0.5b", "reward=comet", "gpus=1", "trainer.total_training_steps=6",
                    "batch.prompts_per_step=4", "batch.mini_batch_prompts=4", "debug.skip_scorer=true",

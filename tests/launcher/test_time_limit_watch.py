@@ -224,7 +224,7 @@ def test_a_local_resume_of_a_dir_with_an_earlier_slurm_attempts_request_trains_t
     (tmp_path / "models" / "Qwen2.5-0.5B-Instruct").mkdir(parents=True)
     for split in ("train", "val"):
         rows = [make_row(Example("今天天气很好。", "The weather is nice today.", "zh", "en"), dataset_name="wmt_zh_en",
-                         template="base", split=split, index=i) for i in range(4)]
+                         template="base", split=split, index=i) for i in range(24)]
         write_parquet_atomic(rows, tmp_path / "data" / "wmt_zh_en" / f"{split}.parquet")
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()
@@ -232,7 +232,7 @@ def test_a_local_resume_of_a_dir_with_an_earlier_slurm_attempts_request_trains_t
     time_limit.request(ckpt, "SIGUSR2", 30)                            # ... and its watch asked for a save
     script = tmp_path / "resuming_trainer.py"
     script.write_text(RESUMING_TRAINER)
-    # 4 prompts per step: the 4 train rows fill one (a real launch refuses train data smaller than a step)
+    # 4 prompts per step: the 24 train rows fill the 6 steps (a real launch refuses data that gives fewer steps)
     result = launch(["model=qwen2.5_0.5b", "reward=comet", "gpus=1", "trainer.total_training_steps=6",
                      "batch.prompts_per_step=4", "batch.mini_batch_prompts=4",
                      "trainer.save_freq=100", "debug.skip_scorer=true",
