@@ -13,6 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 from src import config, verl_config
 from src.plan import RunPlan, build_plan, earlier_names, run_names, with_identity
 from src.record import identity
+from src.record.reward_weights import TRAIN_WEIGHTS_KEY
 
 from .errors import UsageError
 from .preset import preset_of
@@ -21,6 +22,8 @@ from .replay import Replay
 # What a replayed verl config (--from-snapshot, src/pipeline/replay.py) takes from this run: its
 # names and the dirs it writes to. Each is EXCLUDED from the run's identity (src/record/identity.py
 # says why none changes what is trained). Every other value is the snapshot's.
+# an identity key of one component's training weight: this, then the component's name
+TRAIN_WEIGHT_PREFIX = TRAIN_WEIGHTS_KEY + "."
 RUN_NAMES_AND_PATHS = ("trainer.project_name", "trainer.experiment_name", "trainer.default_local_dir",
                        "trainer.validation_data_dir", "ray_kwargs.timeline_json_file", "global_profiler.save_path")
 
@@ -49,14 +52,16 @@ def scorer_models(plan: RunPlan) -> dict:
             for m in (plan.scorer.models if plan.scorer else ())}
 
 
-def baseline_identity(plan: RunPlan, preset: str | None = None) -> dict | None:
+def baseline_identity(plan: RunPlan, preset: str | None = None,
+                      weights: tuple[tuple[str, float], ...] = ()) -> dict | None:
     """The identity of this run's experiment preset (`preset`, when it starts from one), model, reward (and its
     mode), algo, GPU count, seed and accelerator with nothing else set: what the run's name is read against
     (src/plan/run_names.py). Nothing of the command line but those, so the name is a function of the id
     (and the preset it names): a setting that changes what is
     trained (paths.model_root: other weights; memory.gpu_gb: vLLM's share) is named like any key, one
     that does not (paths.results_root, logger) names nothing. None when that config does not plan
-    (e.g. its default batch does not fit): the name is then the seed alone."""
+    (e.g. its default batch does not fit): the name is then the seed alone. `weights`: (component, weight) set
+    over the group's (names_read)."""
     # the accelerator too (its group is named by trainer.device, which the id holds): what a CPU run needs
     # of verl (conf/accelerator/cpu.yaml) is where it runs, not a setting to name
     # LoRA's rank as the model's part of the name has it (src/plan/run_names.py model_label): a LoRA run is read
@@ -66,7 +71,8 @@ def baseline_identity(plan: RunPlan, preset: str | None = None) -> dict | None:
     found = _baseline(((f"experiment={preset}",) if preset else ()) + (
         f"model={plan.model}", f"model.lora.rank={plan.lora_rank}", f"reward={plan.reward}", f"reward.mode={plan.reward_mode}",
         f"algo={plan.algo_preset or plan.algo}", f"gpus={plan.gpus_per_node}", f"nodes={plan.nodes}",
-        f"seed={plan.seed}", f"accelerator={plan.device}"), plan.memory.gpu_gb)
+        f"seed={plan.seed}", f"accelerator={plan.device}") + tuple(f"++reward.weights.{c}={w!r}" for c, w in weights),
+        plan.memory.gpu_gb)
     return None if found is None else dict(found)
 
 
@@ -84,6 +90,27 @@ def _baseline(base: tuple[str, ...], gpu_memory_gb: float) -> tuple | None:
     return tuple(identity.identity(OmegaConf.to_container(verl_cfg, resolve=True), scorer_models(base_plan)).items())
 
 
+def names_read(plan: RunPlan, preset: str | None, ident: dict, baseline: dict | None) -> list:
+    """What the run's name reads: its differences from the baseline (run_names.differences), less what a changed
+    reward weight brings with it. A component outside every run (the term reward) joins with its validation weight,
+    its clip and its guard (term_stuffing) at the values the reward group gives them, and leaves with them at weight
+    0: against a preset without it (or with it), each of those would be a word (`term1.0_valterm0.0_maxextra1_
+    +4more`) where the one change is the weight. They are read against the baseline with the run's changed weights
+    instead, so a value of theirs that the run changes itself is still named."""
+    derived = verl_config.derived_keys()
+    if baseline is None:
+        return run_names.differences(ident, ident, derived)
+    differs = run_names.differences(ident, baseline, derived)
+    weights = tuple(sorted((k[len(TRAIN_WEIGHT_PREFIX):], v) for k, v in ident.items()
+                           if k.startswith(TRAIN_WEIGHT_PREFIX) and baseline.get(k, run_names.ABSENT) != v))
+    with_them = baseline_identity(plan, preset, weights) if weights else None
+    if with_them is None:
+        return differs
+    kept = {d.key for d in run_names.differences(ident, with_them, derived)} | {TRAIN_WEIGHT_PREFIX + c
+                                                                                for c, _ in weights}
+    return [d for d in differs if d.key in kept]
+
+
 def identify(plan: RunPlan, composed: dict, overrides: list[str], verl_cfg, lineage: "Lineage | None"):
     """(plan with its run's names, verl config with those names filled in, identity dict). The id
     is computed from the verl config with the name/dir keys excluded, so filling them in after
@@ -93,7 +120,7 @@ def identify(plan: RunPlan, composed: dict, overrides: list[str], verl_cfg, line
     if lineage is None:
         preset = preset_of(overrides)
         baseline = baseline_identity(plan, preset)
-        differs = run_names.differences(ident, ident if baseline is None else baseline, verl_config.derived_keys())
+        differs = names_read(plan, preset, ident, baseline)
         name = run_names.run_name(preset if baseline is not None else None, plan.seed, differs,
                                   run_names.name_budget(plan.model, plan.algo, plan.world_size, rid))
         earlier_prefix, earlier_project = earlier_names(plan)

@@ -117,6 +117,23 @@ def test_batch_settings_are_named_by_the_words_of_the_batch_not_by_verls_keys(tm
     assert named.checkpoint_dir.endswith(f"/seed2_lr2e-6_kiwi0.5-{named.run_id}")
 
 
+def test_a_weight_that_brings_a_component_in_or_out_is_named_alone_and_its_guard_only_where_set(tmp_path):
+    """The term reward joins a run with its validation weight, clip and stuffing guard at the group's values (and
+    leaves with them): `reward.weights.term=1` was named `seed1_term1.0_valterm0.0_maxextra1_+4more`. Those are
+    read against the preset with the run's weight, so the weight is the word; a guard value set is still one."""
+    for overrides, words in ((["reward.weights.term=1"], ["term1.0"]),
+                             (["reward.weights.term=1", "reward.guards.term_stuffing.max_extra=2"],
+                              ["term1.0", "maxextra2"]),
+                             (["experiment=learn_terms_tiny", "reward.weights.term=0"], ["term0.0"]),
+                             (["experiment=learn_terms_tiny"], [])):
+        plan = identified(overrides, tmp_path)[0]
+        assert [d["word"] for d in plan.differs_from_preset] == words, (overrides, plan.differs_from_preset)
+        assert plan.checkpoint_dir.endswith("_".join(["seed1", *words]) + f"-{plan.run_id}"), plan.checkpoint_dir
+    # the guard is in the run with the weight, and out of it without: what the name leaves out, verl still trains
+    with_term = identified(["reward.weights.term=1"], tmp_path)[2]
+    assert with_term["reward.custom_reward_function.reward_kwargs.guards.term_stuffing.enable"] is True
+
+
 def test_a_preset_run_is_named_by_its_preset_and_what_differs_from_it(tmp_path):
     """Issue 51 (finding 7): `experiment=smoke_tiny` made a 185-character path: its name listed every key the
     preset sets, read against the plain model/reward/algo. Read against the preset, it is the preset's name."""
