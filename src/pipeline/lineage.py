@@ -19,11 +19,11 @@ from .errors import UsageError
 from .preset import preset_of
 from .replay import Replay
 
+# an identity key of one component's training weight: this, then the component's name
+TRAIN_WEIGHT_PREFIX = TRAIN_WEIGHTS_KEY + "."
 # What a replayed verl config (--from-snapshot, src/pipeline/replay.py) takes from this run: its
 # names and the dirs it writes to. Each is EXCLUDED from the run's identity (src/record/identity.py
 # says why none changes what is trained). Every other value is the snapshot's.
-# an identity key of one component's training weight: this, then the component's name
-TRAIN_WEIGHT_PREFIX = TRAIN_WEIGHTS_KEY + "."
 RUN_NAMES_AND_PATHS = ("trainer.project_name", "trainer.experiment_name", "trainer.default_local_dir",
                        "trainer.validation_data_dir", "ray_kwargs.timeline_json_file", "global_profiler.save_path")
 

@@ -7,8 +7,8 @@ and reused when its marker says it is complete:
 - the tiny policy (`python -m src.tiny_models policy`, train env);
 - the tiny QE checkpoints (`python -m src.tiny_models qe`, in the scorer env: unbabel-comet), when the
   run calls a QE model;
-- with data=synth_zh_en (both experiments; synth_terms_zh_en: its terminology variant): the synthetic task (`python -m src.tiny_models task`), its
-  train/val/teaching parquet files (`python -m src.data.prepare`, with the tiny tokenizer) and the taught
+- with data=synth_zh_en (both experiments; synth_terms_zh_en: its terminology variant, experiment=
+  learn_terms_tiny): the synthetic task (`python -m src.tiny_models task`), its train/val/teaching parquet files (`python -m src.data.prepare`, with the tiny tokenizer) and the taught
   policy (`python -m src.tiny_models teach`: the base policy taught the task on its teaching prompts) at
   `model.path`. Other data is the user's own, prepared beforehand.
 Each runs as its own process: the builders need the other environment or torch, which the launcher
@@ -35,18 +35,18 @@ from .errors import RunError
 
 QE_DIR = "qe"  # under model.build_dir; conf/scorer/tiny.yaml names the checkpoints in it
 BASE_POLICY = "policy"  # under model.build_dir: the untaught policy the taught one starts from
-# data.name of the synthetic task's prompts (conf/data/synth_*.yaml) -> where its TSV files go under
-# model.build_dir, the task builder's flags and the teacher's: the task (experiment=learn_tiny, smoke_tiny) and
-# its terminology variant (experiment=learn_terms_tiny, src/tiny_models/task.py write_terms), taught longer: at
-# the teacher's 80 steps its sampled answers kept the format in a third of the held-out prompts and wrote the
-# colour of neither the corpus nor the client in most of the others, which left GRPO too few answers to rank
 class Task(NamedTuple):
     label: str  # the experiment its build lines name
-    dir: str
-    task_flags: tuple[str, ...]
-    teach_flags: tuple[str, ...]
+    dir: str  # its TSV files, under model.build_dir
+    task_flags: tuple[str, ...]  # `python -m src.tiny_models task`'s
+    teach_flags: tuple[str, ...]  # `python -m src.tiny_models teach`'s
 
 
+# data.name of the synthetic task's prompts (conf/data/synth_*.yaml) -> its Task: the task (experiment=learn_tiny,
+# smoke_tiny) and its terminology variant (experiment=learn_terms_tiny, src/tiny_models/task.py write_terms), taught
+# longer: at the teacher's 80 steps its sampled answers kept the format in a third of the held-out prompts and
+# wrote the colour of neither the corpus nor the client in most of the others, which left GRPO too few answers to
+# rank (benches/RESULTS.md "The term reward trains")
 TASKS = {"synth_zh_en": Task("learn_tiny", "learn/task", (), ()),
          "synth_terms_zh_en": Task("learn_terms_tiny", "learn_terms/task", ("--terms",), ("--steps", "240"))}
 TEACH_PARQUET = "teach.parquet"  # beside data.train_files
