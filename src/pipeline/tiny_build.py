@@ -8,9 +8,9 @@ and reused when its marker says it is complete:
 - the tiny QE checkpoints (`python -m src.tiny_models qe`, in the scorer env: unbabel-comet), when the
   run calls a QE model;
 - with data=synth_zh_en (both experiments; synth_terms_zh_en: its terminology variant, experiment=
-  learn_terms_tiny): the synthetic task (`python -m src.tiny_models task`), its train/val/teaching parquet files (`python -m src.data.prepare`, with the tiny tokenizer) and the taught
-  policy (`python -m src.tiny_models teach`: the base policy taught the task on its teaching prompts) at
-  `model.path`. Other data is the user's own, prepared beforehand.
+  learn_terms_tiny): the synthetic task (`python -m src.tiny_models task`), its train/val/teaching parquet
+  files (`python -m src.data.prepare`, with the tiny tokenizer) and the taught policy (`python -m
+  src.tiny_models teach`: the base policy taught the task on its teaching prompts) at `model.path`. Other data is the user's own, prepared beforehand.
 Each runs as its own process: the builders need the other environment or torch, which the launcher
 never imports. One launch at a time builds in one build dir (an flock on a lock file): the jobs of a sweep, or two
 launches sharing `model.build_dir`, would otherwise build the same tree at once; the second waits, then reuses.
