@@ -6,7 +6,7 @@ The values live in the yaml (`MISSING`: "the group sets it"); what a type cannot
 the reward is built: a guard's penalty is at most 0 (its interval, checked by the plan's range
 check, src/plan/values.py RANGES), the rest by the reward's own settings (src/rewards/settings.py
 RewardSettings, which the reward workers run too and the launcher reads the reward kwargs back through).
-The groups reward.format, .degenerate, .discrete, .span, .client and each of reward.guards are not written
+The groups reward.format, .degenerate, .discrete, .span, .client, .metricx and each of reward.guards are not written
 here: each is made from the reward's own settings class (src/rewards/settings.py, degenerate.py, guards.py;
 src/rewards/typed_settings.py), the one definition of its keys, types, doc lines and intervals that the
 reward workers read the kwargs into.
@@ -64,11 +64,6 @@ GuardsSchema.__module__ = __name__
 
 
 @dataclass
-class MetricXSchema:
-    reference: bool = MISSING
-
-
-@dataclass
 class ValidationSchema:
     splits: List[str] = MISSING
     weights: Dict[str, float] = MISSING
@@ -87,6 +82,7 @@ DegenerateSchema = schema_of(degenerate.DegenerateSettings, "DegenerateSchema")
 DiscreteSchema = schema_of(reward_settings.DiscreteSettings, "DiscreteSchema")
 SpanSchema = schema_of(reward_settings.SpanSettings, "SpanSchema")
 ClientSchema = schema_of(reward_settings.ClientSettings, "ClientSchema")
+MetricXSchema = schema_of(reward_settings.OwnMetricSettings, "MetricXSchema")
 
 
 @dataclass

@@ -68,6 +68,14 @@ class ClientSettings:
 
 
 @dataclass(frozen=True)
+class OwnMetricSettings:
+    """reward.<metric> of a scorer backend's own metric (reward.metricx: MetricX-24, src.scorer.backends.OWN_METRICS):
+    how the reward asks for it; in the kwargs only when the run has that component."""
+    reference: bool = setting_field("send the reference too (the backend's reference mode) on rows that have one, in "
+                                    "training and validation alike; false: QE mode (source + translation)")
+
+
+@dataclass(frozen=True)
 class RewardSettings:
     reward: str
     mode: str
@@ -227,10 +235,7 @@ def clips_of(value: Any, names: tuple[str, ...]) -> dict[str, tuple[float, float
 def _own_reference(metric: str, value: Mapping[str, Any] | None) -> bool:
     """reward kwargs `<metric>` of a backend's own metric -> whether it reads the reference; absent
     (no such component in the run): QE mode."""
-    given = dict(value or {"reference": False})
-    if set(given) != {"reference"} or not isinstance(given["reference"], bool):
-        raise RewardConfigError(f"reward.{metric} must be {{reference: true|false}}, got {given}")
-    return given["reference"]
+    return value is not None and read_section(OwnMetricSettings, value, f"reward.{metric}").reference
 
 
 def score_bounds(s: RewardSettings, validation: bool) -> tuple[float, float]:

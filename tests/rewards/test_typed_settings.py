@@ -1,5 +1,5 @@
 """The reward group's one typed definition (issue 46, item 6): each group of settings (reward.format, .degenerate,
-.discrete, .span, .client, each guard) is a settings class whose fields carry their doc lines; the launcher's Hydra
+.discrete, .span, .client, .metricx, each guard) is a settings class whose fields carry their doc lines; the launcher's Hydra
 schema is made from it and the workers read the kwargs into it. A new guard is one class and one yaml entry."""
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from tests.helpers.reward_config import composed
 REPO = Path(__file__).resolve().parents[2]
 SECTIONS = {"format": reward_settings.FormatSettings, "degenerate": degenerate.DegenerateSettings,
             "discrete": reward_settings.DiscreteSettings, "span": reward_settings.SpanSettings,
-            "client": reward_settings.ClientSettings,
+            "client": reward_settings.ClientSettings, "metricx": reward_settings.OwnMetricSettings,
             **{f"guards.{name}": guard.Settings for name, guard in guards.registered().items()}}
 
 
