@@ -6,8 +6,9 @@ The values live in the yaml (`MISSING`: "the group sets it"); what a type cannot
 the reward is built: a guard's penalty is at most 0 (its interval, checked by the plan's range
 check, src/plan/values.py RANGES), the rest by the reward's own settings (src/rewards/settings.py
 RewardSettings, which the reward workers run too and the launcher reads the reward kwargs back through).
-The groups reward.format, .degenerate, .discrete, .span, .client, .metricx and each of reward.guards are not written
-here: each is made from the reward's own settings class (src/rewards/settings.py, degenerate.py, guards.py;
+The groups reward.format, .degenerate, .discrete, .span, .client, .metricx, .token_credit and each of reward.guards
+are not written here: each is made from the reward's own settings class (src/rewards/settings.py, degenerate.py,
+guards.py, credit/ranges.py;
 src/rewards/typed_settings.py), the one definition of its keys, types, doc lines and intervals that the
 reward workers read the kwargs into.
 Component names are open (reward.plugins registers more): weights and clips are maps, checked
@@ -15,6 +16,7 @@ against the registered components there.
 """
 from __future__ import annotations
 
+import collections.abc
 import typing
 from dataclasses import dataclass, field, fields, make_dataclass
 from typing import Dict, List, Optional
@@ -23,6 +25,7 @@ from omegaconf import MISSING
 
 from src.rewards import degenerate, guards
 from src.rewards import settings as reward_settings
+from src.rewards.credit import ranges as credit_ranges
 
 from .settings_field import setting
 
@@ -35,6 +38,8 @@ def _omegaconf_type(kind):
         return Optional[_omegaconf_type(inner)]
     if typing.get_origin(kind) is tuple:
         return List[typing.get_args(kind)[0]]
+    if typing.get_origin(kind) is collections.abc.Mapping:
+        return Dict[str, _omegaconf_type(typing.get_args(kind)[1])]
     return kind
 
 
@@ -69,13 +74,6 @@ class ValidationSchema:
     weights: Dict[str, float] = MISSING
 
 
-@dataclass
-class TokenCreditSchema:
-    severity_weights: Dict[str, float] = MISSING
-    scale: Optional[float] = MISSING
-    weight: float = MISSING
-
-
 # the groups whose one typed definition is the reward's own settings class
 FormatSchema = schema_of(reward_settings.FormatSettings, "FormatSchema")
 DegenerateSchema = schema_of(degenerate.DegenerateSettings, "DegenerateSchema")
@@ -83,6 +81,7 @@ DiscreteSchema = schema_of(reward_settings.DiscreteSettings, "DiscreteSchema")
 SpanSchema = schema_of(reward_settings.SpanSettings, "SpanSchema")
 ClientSchema = schema_of(reward_settings.ClientSettings, "ClientSchema")
 MetricXSchema = schema_of(reward_settings.OwnMetricSettings, "MetricXSchema")
+TokenCreditSchema = schema_of(credit_ranges.TokenCreditGroup, "TokenCreditSchema")
 
 
 @dataclass

@@ -11,6 +11,7 @@ Stdlib only: the reward workers import it.
 """
 from __future__ import annotations
 
+import collections.abc
 import math
 import typing
 from dataclasses import MISSING, field, fields
@@ -37,8 +38,8 @@ def inside(v: float, interval: str) -> bool:
 
 
 def read_value(where: str, value: Any, kind, interval: str | None = None) -> Any:
-    """One setting checked against its field's type (bool, int >= 0, float, str, a tuple of str or float, and those
-    or None) and interval; RewardConfigError naming `where` (the dotted key, reward. included)."""
+    """One setting checked against its field's type (bool, int >= 0, float, str, a tuple of str or float, a Mapping of
+    names to one of those, and those or None) and interval; RewardConfigError naming `where` (the dotted key, reward. included)."""
     args = typing.get_args(kind)
     if type(None) in args:
         if value is None:
@@ -61,6 +62,11 @@ def read_value(where: str, value: Any, kind, interval: str | None = None) -> Any
         if not isinstance(value, str) or not value.strip():
             raise RewardConfigError(f"{where} must be a non-empty string, got {value!r}")
         return value
+    if typing.get_origin(kind) is collections.abc.Mapping:
+        item = typing.get_args(kind)[1]
+        if not isinstance(value, Mapping):
+            raise RewardConfigError(f"{where} must be a map of names to values, got {value!r}")
+        return {str(k): read_value(f"{where}.{k}", v, item) for k, v in value.items()}
     if typing.get_origin(kind) is tuple:
         item = typing.get_args(kind)[0]
         if isinstance(value, (str, bytes, Mapping)) or not hasattr(value, "__iter__"):

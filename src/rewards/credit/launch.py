@@ -7,13 +7,15 @@ run without this module.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Optional
 
 from src.rewards import settings as rewards_settings
 from src.rewards.components import get_component
-from src.rewards.credit.ranges import CREDITS, KWARGS_KEY, SEQUENCE, CreditConfigError, CreditSettings
+from src.rewards.credit.ranges import (CREDITS, KWARGS_KEY, SEQUENCE, CreditConfigError, CreditSettings,
+                                       TokenCreditGroup)
+from src.rewards.typed_settings import read_section
+from src.rewards.values import RewardConfigError
 
 ESTIMATOR = "grpo_token"  # src/rewards/credit/estimator.py NAME (not imported: it imports torch)
 AGENT_LOOP = "token_credit_agent"  # src/rewards/credit/agent_loop.py AGENT_NAME
@@ -85,12 +87,11 @@ def plan(cfg: dict, kw: dict) -> Optional[TokenCreditPlan]:
     if use_v1 is False:
         raise CreditConfigError("reward.credit=token needs verl's V1 trainer (its agent loop builds rm_scores): "
                                 "drop verl.trainer.use_v1=false")
-    tc = reward.get("token_credit") or {}
-    weight = tc.get("weight")
-    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight < 0:
-        raise CreditConfigError(f"reward.token_credit.weight must be a number >= 0, got {weight!r} "
-                                f"(e.g. reward.token_credit.weight=1.0)")
-    scale = tc.get("scale")
+    try:
+        tc = read_section(TokenCreditGroup, reward.get("token_credit") or {}, "reward.token_credit")
+    except RewardConfigError as exc:
+        raise CreditConfigError(str(exc)) from None
+    scale = tc.scale
     if scale is None:
         scale = answer_range(kw)
         if scale <= 0:
@@ -98,9 +99,9 @@ def plan(cfg: dict, kw: dict) -> Optional[TokenCreditPlan]:
                                     f"penalties by; set reward.token_credit.scale=1.0")
     source = "words" if (kw["train_weights"]["ok_ratio"] != 0.0 and kw["span"]["word_tag_source"] == "probs") \
         else "spans"
-    severity = {str(k): v for k, v in dict(tc.get("severity_weights") or {}).items()}
-    checked = CreditSettings.from_kwargs({"severity_weights": severity, "scale": scale, "source": source})
-    return TokenCreditPlan(weight=float(weight), scale=checked.scale, source=source,
+    checked = CreditSettings.from_kwargs({"severity_weights": dict(tc.severity_weights), "scale": scale,
+                                          "source": source})
+    return TokenCreditPlan(weight=tc.weight, scale=checked.scale, source=source,
                            severity_weights=dict(checked.severity_weights))
 
 

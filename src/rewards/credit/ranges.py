@@ -25,6 +25,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from src.rewards.typed_settings import setting_field
 from src.scorer.vocabulary import SEVERITIES as SPAN_SEVERITIES
 
 SEQUENCE = "sequence"
@@ -40,6 +41,22 @@ RESULT_KEY = "credit_ranges"
 
 class CreditConfigError(ValueError):
     """A token-credit setting that cannot work; one line naming the key."""
+
+
+@dataclass(frozen=True)
+class TokenCreditGroup:
+    """reward.token_credit as the group sets it (reward.credit=token, docs/token-credit.md): read at launch
+    (src/rewards/credit/launch.py), which resolves the scale and the source into CreditSettings for the workers; the
+    launcher's Hydra schema is made from it (src/config/reward_schema.py)."""
+    severity_weights: Mapping[str, float] = setting_field(
+        "MQM severity -> weight (minor, major, critical; bad: BAD words and labels that are none of these); a "
+        "penalised token gets -scale x its weight / the heaviest weight")
+    scale: float | None = setting_field("penalty of the heaviest severity in reward units; null: the training "
+                                        "answer's range (sum of |weight| x clip width)", interval="(0, inf)",
+                                        example="1.0")
+    weight: float = setting_field("token term weight: A = GRPO advantage + weight x penalty / scale (a critical-error "
+                                  "token is pushed down by `weight` advantage units); 0 gives verl's grpo advantages",
+                                  interval="[0, inf)", example="1.0")
 
 
 @dataclass(frozen=True)
