@@ -6,11 +6,10 @@ The values live in the yaml (`MISSING`: "the group sets it"); what a type cannot
 the reward is built: a guard's penalty is at most 0 (its interval, checked by the plan's range
 check, src/plan/values.py RANGES), the rest by the reward's own settings (src/rewards/settings.py
 RewardSettings, which the reward workers run too and the launcher reads the reward kwargs back through).
-The groups reward.format, .degenerate, .discrete, .span, .client, .metricx, .token_credit and each of reward.guards
-are not written here: each is made from the reward's own settings class (src/rewards/settings.py, degenerate.py,
-guards.py, credit/ranges.py;
-src/rewards/typed_settings.py), the one definition of its keys, types, doc lines and intervals that the
-reward workers read the kwargs into.
+The groups reward.format, .degenerate, .discrete, .span, .client, .metricx, .token_credit, .validation and
+each of reward.guards are not written here: each is made from the reward's own settings class
+(src/rewards/settings.py, degenerate.py, guards.py, credit/ranges.py; src/rewards/typed_settings.py), the one
+definition of its keys, types, doc lines and intervals that the reward workers read the kwargs into.
 Component names are open (reward.plugins registers more): weights and clips are maps, checked
 against the registered components there.
 """
@@ -68,12 +67,6 @@ GuardsSchema = make_dataclass("GuardsSchema", [
 GuardsSchema.__module__ = __name__
 
 
-@dataclass
-class ValidationSchema:
-    splits: List[str] = MISSING
-    weights: Dict[str, float] = MISSING
-
-
 # the groups whose one typed definition is the reward's own settings class
 FormatSchema = schema_of(reward_settings.FormatSettings, "FormatSchema")
 DegenerateSchema = schema_of(degenerate.DegenerateSettings, "DegenerateSchema")
@@ -82,6 +75,7 @@ SpanSchema = schema_of(reward_settings.SpanSettings, "SpanSchema")
 ClientSchema = schema_of(reward_settings.ClientSettings, "ClientSchema")
 MetricXSchema = schema_of(reward_settings.OwnMetricSettings, "MetricXSchema")
 TokenCreditSchema = schema_of(credit_ranges.TokenCreditGroup, "TokenCreditSchema")
+ValidationSchema = schema_of(reward_settings.ValidationGroup, "ValidationSchema")
 
 
 @dataclass

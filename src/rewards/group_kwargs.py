@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from src.rewards import components, guards, plugins
-from src.rewards.settings import RewardSettings, clips_of, weights_of
+from src.rewards.settings import RewardSettings, ValidationGroup, clips_of, weights_of
+from src.rewards.typed_settings import read_section
 from src.rewards.values import RewardConfigError
 from src.scorer.backends import OWN_METRICS, model_metric
 
@@ -57,7 +58,8 @@ def reward_kwargs(reward_cfg: Mapping[str, Any], scorer_models: Mapping[str, Any
     span_model = reward_cfg.get("span_model") if mode != "off" else None
     models = {**sentence_model_components(reward_cfg, scorer_models), "span": span_model}
     train = weights_of(reward_cfg["weights"], "weights", names)
-    validation = weights_of(reward_cfg["validation"]["weights"], "validation.weights", names)
+    held_out = read_section(ValidationGroup, reward_cfg["validation"], "reward.validation")
+    validation = weights_of(held_out.weights, "validation.weights", names)
     clips_of(reward_cfg["clip"], names)  # a clip of a component that does not exist would be dropped below
     names = run_components(names, models, train, validation, logged)
     train = {c: w for c, w in train.items() if c in names}
@@ -90,7 +92,7 @@ def reward_kwargs(reward_cfg: Mapping[str, Any], scorer_models: Mapping[str, Any
                      "components": list(reward_cfg["discrete"]["components"]),
                      "thresholds": list(reward_cfg["discrete"]["thresholds"])},
         "span": dict(reward_cfg["span"]),
-        "validation_splits": list(reward_cfg["validation"]["splits"]),
+        "validation_splits": list(held_out.splits),
         "round_decimals": int(reward_cfg["round_decimals"]),
         "client": dict(reward_cfg["client"]),
     }

@@ -68,6 +68,17 @@ class ClientSettings:
 
 
 @dataclass(frozen=True)
+class ValidationGroup:
+    """reward.validation: the validation reward (src/rewards/group_kwargs.py writes it into the kwargs as
+    validation_splits and validation_weights)."""
+    splits: tuple[str, ...] = setting_field("the rows scored with the validation reward: those whose extra_info.split "
+                                            "is one of these (every other row is a training row)")
+    weights: Mapping[str, float] = setting_field("component -> weight of the validation reward, the same for every "
+                                                 "group so runs compare; a component weighted here and not in "
+                                                 "reward.weights is a held-out metric")
+
+
+@dataclass(frozen=True)
 class OwnMetricSettings:
     """reward.<metric> of a scorer backend's own metric (reward.metricx: MetricX-24, src.scorer.backends.OWN_METRICS):
     how the reward asks for it; in the kwargs only when the run has that component."""

@@ -1,5 +1,5 @@
 """The reward group's one typed definition (issue 46, item 6): each group of settings (reward.format, .degenerate,
-.discrete, .span, .client, .metricx, .token_credit, each guard) is a settings class whose fields carry their doc lines; the launcher's Hydra
+.discrete, .span, .client, .metricx, .token_credit, .validation, each guard) is a settings class whose fields carry their doc lines; the launcher's Hydra
 schema is made from it and the workers read the kwargs into it. A new guard is one class and one yaml entry."""
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 SECTIONS = {"format": reward_settings.FormatSettings, "degenerate": degenerate.DegenerateSettings,
             "discrete": reward_settings.DiscreteSettings, "span": reward_settings.SpanSettings,
             "client": reward_settings.ClientSettings, "metricx": reward_settings.OwnMetricSettings,
-            "token_credit": credit_ranges.TokenCreditGroup,
+            "token_credit": credit_ranges.TokenCreditGroup, "validation": reward_settings.ValidationGroup,
             **{f"guards.{name}": guard.Settings for name, guard in guards.registered().items()}}
 
 
