@@ -73,11 +73,16 @@ class Leftovers:
             new = present() - self.before - set(removed)
             if not new:
                 return removed
+            # the deadline is read before the scan: a scan of every process's maps and fds takes seconds on a loaded
+            # node, and one begun inside the grace can end after it still seeing a holder that exited within it (a
+            # CI run on a machine loaded past its cores kept a 2 s holder's segment with an 8 s grace), so the last
+            # word is always a scan begun after the grace ended
+            scanned_at = time.monotonic()
             held = in_use()
             for path in sorted(new - held):
                 with contextlib.suppress(FileNotFoundError, IsADirectoryError, PermissionError):
                     os.unlink(path)
                     removed.append(path)
-            if not new & held or time.monotonic() > deadline:
+            if not new & held or scanned_at > deadline:
                 return removed
             time.sleep(0.5)
