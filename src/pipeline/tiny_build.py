@@ -44,8 +44,8 @@ class Task(NamedTuple):
 
 # data.name of the synthetic task's prompts (conf/data/synth_*.yaml) -> its Task: the task (experiment=learn_tiny,
 # smoke_tiny) and its terminology variant (experiment=learn_terms_tiny, src/tiny_models/task.py write_terms), taught
-# longer: at the teacher's 80 steps its sampled answers kept the format in a third of the held-out prompts and
-# wrote the colour of neither the corpus nor the client in most of the others, which left GRPO too few answers to
+# longer: at the teacher's 80 steps a third of its sampled held-out answers kept the format, and most of those
+# wrote the colour of neither the corpus nor the client, which left GRPO too few answers to
 # rank (benches/RESULTS.md "The term reward trains")
 TASKS = {"synth_zh_en": Task("learn_tiny", "learn/task", (), ()),
          "synth_terms_zh_en": Task("learn_terms_tiny", "learn_terms/task", ("--terms",), ("--steps", "240"))}

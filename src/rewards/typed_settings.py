@@ -39,7 +39,8 @@ def inside(v: float, interval: str) -> bool:
 
 def read_value(where: str, value: Any, kind, interval: str | None = None) -> Any:
     """One setting checked against its field's type (bool, int >= 0, float, str, a tuple of str or float, a Mapping of
-    names to one of those, and those or None) and interval; RewardConfigError naming `where` (the dotted key, reward. included)."""
+    names to one of those, and those or None) and interval; RewardConfigError naming `where` (the dotted key,
+    reward. included)."""
     args = typing.get_args(kind)
     if type(None) in args:
         if value is None:

@@ -44,6 +44,11 @@ CLIENT_SHARE = 1 / 3  # of the taught sentences with it, those already translate
 TERMS_HEADER = HEADER + ("terms",)
 
 
+def every_sentence() -> list[tuple[str, str]]:
+    """All 625 (zh, en) pairs, in slot order."""
+    return [sentence(w) for w in itertools.product(*(list(s) for s in SLOTS))]
+
+
 def sentence(words: tuple[str, ...]) -> tuple[str, str]:
     zh = "".join(words) + "。"
     en = " ".join(slot[w] for slot, w in zip(SLOTS, words)).capitalize() + "."
@@ -52,7 +57,7 @@ def sentence(words: tuple[str, ...]) -> tuple[str, str]:
 
 def split(val_sentences: int) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """(seen, held out): every sentence once, shuffled by SPLIT_SEED; the first `val_sentences` held out."""
-    every = [sentence(w) for w in itertools.product(*(list(s) for s in SLOTS))]
+    every = every_sentence()
     random.Random(SPLIT_SEED).shuffle(every)
     if not 0 < val_sentences < len(every):
         raise ValueError(f"val_sentences must be in 1..{len(every) - 1}, got {val_sentences}")
@@ -73,7 +78,7 @@ def write(out: Path, train_prompts: int, val_sentences: int) -> tuple[str, dict[
 def terms_split(val_sentences: int) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """The terminology variant's (RL prompts, held out): the sentences with the term's source word, shuffled by
     SPLIT_SEED; the first `val_sentences` held out."""
-    every = [sentence(w) for w in itertools.product(*(list(s) for s in SLOTS))]
+    every = every_sentence()
     with_term = [pair for pair in every if TERM["src"] in pair[0]]
     random.Random(SPLIT_SEED).shuffle(with_term)
     if not 0 < val_sentences < len(with_term):
@@ -89,12 +94,13 @@ def write_terms(out: Path, val_sentences: int) -> tuple[str, dict[str, Path]]:
     on a fifth of its prompts kept the format in under half of its answers on them), and a term whose source is not
     in a sentence is not counted by the term metrics (src/data/terms.py hits)."""
     train, held_out = terms_split(val_sentences)
-    every = [sentence(w) for w in itertools.product(*(list(s) for s in SLOTS))]
-    teach = [pair for pair in every if pair not in set(held_out)]
+    every = every_sentence()
+    held = set(held_out)
+    teach = [pair for pair in every if pair not in held]
     random.Random(SPLIT_SEED).shuffle(teach)
     # the corpus is not consistent: a third of its sentences with 蓝 already use the client's word, so the taught
-    # policy says it now and then (a policy that never samples it gives GRPO nothing to rank: 20 steps at term weight
-    # 3 left the held-out term success at 0 when every taught answer said "blue")
+    # policy says it now and then (a policy that never samples it gives GRPO nothing to rank: with every taught answer
+    # "blue", 10 steps at term weight 3 moved the held-out term success from 0.02 to 0.03, benches/RESULTS.md)
     consistent = random.Random(SPLIT_SEED + 1)
     teach = [(zh, en.replace(f" {DEFAULT_TGT} ", f" {TERM['tgt']} ") if TERM["src"] in zh and consistent.random() <
               CLIENT_SHARE else en) for zh, en in teach]
