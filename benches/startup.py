@@ -6,8 +6,10 @@ command, Ray up, verl's dataloader, worker group, actor (FSDP) workers, reward w
 to fit, the first step's end). A round is stopped with Ctrl-C (SIGINT, as a user stops a run: the launcher
 ends training and its services) once its first step has ended: what comes after is not start-up. The
 tiny models are built once and reused: a round that built them is run again and not counted.
-Prints one table per experiment (median, min, max per phase; the step between phases) and the load
-average at the start and end of each round, since the machine's load moves every figure.
+Each round runs under a temp dir of its own, as the tests' launches do (what a launch caches there is paid again).
+Prints one table per experiment (median, min, max per phase; the step between phases), the machine's busy CPU-s
+from the command to the first step's end (every process of the launch) and the load average at the start and end
+of each round, since the machine's load moves every figure.
 
     python benches/startup.py                                  # smoke_tiny and learn_tiny, 3 rounds each
     python benches/startup.py --experiments smoke_tiny --rounds 1 --out /tmp/startup.json
@@ -33,13 +35,25 @@ from src.node import startup  # noqa: E402
 ROUND_TIMEOUT_S = 900
 
 
+def machine_cpu_s() -> float:
+    """CPU seconds the whole machine has spent busy (every core, /proc/stat): a round's share is its difference,
+    counted over all of a launch's processes (Ray's, verl's workers, vLLM's, the compilers they start)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
 def one_round(experiment: str, work: Path, build_dir: Path, extra: list[str]) -> dict:
     """One launch, stopped after its first step: its phases and the load average around it."""
     out = Path(tempfile.mkdtemp(prefix=f"{experiment}-", dir=work))
-    env = dict(os.environ, RAY_TMPDIR=tempfile.mkdtemp(prefix="qerl-ray-", dir="/tmp"))
+    # a temp dir of its own, as every launch of the tests has (tests/loop/conftest.py): what a launch caches there
+    # (inductor's kernels by default) is paid again, as CI pays it
+    env = dict(os.environ, RAY_TMPDIR=tempfile.mkdtemp(prefix="qerl-ray-", dir="/tmp"),
+               TMPDIR=tempfile.mkdtemp(prefix="qerl-tmp-", dir="/tmp"))
     cmd = [sys.executable, "-m", "src.launch", f"experiment={experiment}", "accelerator=cpu",
            f"model.build_dir={build_dir}", f"paths.output_dir={out}", *extra]
     load_before = os.getloadavg()
+    cpu_before, cpu_at_first_step = machine_cpu_s(), None
     with open(out / "launch.log", "w") as log:
         proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + ROUND_TIMEOUT_S
@@ -50,6 +64,7 @@ def one_round(experiment: str, work: Path, build_dir: Path, extra: list[str]) ->
             launches = startup.read(run_dirs[0]) if run_dirs else []
             phases = launches[0]["phases"] if launches else {}
             if "first_step_end" in phases:
+                cpu_at_first_step = machine_cpu_s() - cpu_before
                 proc.send_signal(signal.SIGINT)
                 break
         try:
@@ -63,7 +78,7 @@ def one_round(experiment: str, work: Path, build_dir: Path, extra: list[str]) ->
     if "first_step_end" not in phases:
         raise SystemExit(f"{experiment}: the launch ended (exit {proc.returncode}) before its first step; "
                          f"log: {out / 'launch.log'}")
-    return {"phases": phases, "load_before": load_before, "load_after": os.getloadavg(), "log": str(out / "launch.log")}
+    return {"phases": phases, "cpu_s_to_first_step": cpu_at_first_step, "load_before": load_before, "load_after": os.getloadavg(), "log": str(out / "launch.log")}
 
 
 def table(experiment: str, rounds: list[dict]) -> str:
@@ -77,6 +92,9 @@ def table(experiment: str, rounds: list[dict]) -> str:
         median = statistics.median(values)
         lines.append(f"{name:<22} {median:8.1f} {min(values):8.1f} {max(values):8.1f} {median - previous:8.1f}")
         previous = median
+    cpu = [r["cpu_s_to_first_step"] for r in rounds]
+    lines.append(f"{'CPU-s to first step':<22} {statistics.median(cpu):8.1f} {min(cpu):8.1f} {max(cpu):8.1f}"
+                 f"   (the machine's busy time, every process)")
     for i, r in enumerate(rounds, 1):
         lines.append(f"round {i}: load average {r['load_before'][0]:.2f} before, {r['load_after'][0]:.2f} after")
     return "\n".join(lines)

@@ -86,6 +86,17 @@ def test_accelerator_cpu_sets_verls_platform_and_a_gpu_run_never_loads_it(tmp_pa
     assert any(a.key == "scorer.placement" and a.value == "cpu" for a in cpu.adjustments)
     overrides = ppo_trainer.overrides(cpu, composed)
     assert "++ray_kwargs.ray_init.num_gpus=1" in overrides and "trainer.device='cpu'" in overrides
+    # verl's FSDP engine compiles its entropy where its engine config says so (verl/workers/engine/fsdp/
+    # transformer_impl.py): off on CPU, for the actor and the reference, as verl's own dataclass reads it
+    from verl.utils.config import omega_conf_to_dataclass
+
+    verl = ppo_trainer.build(cpu, composed)
+    for role in ("actor", "ref"):
+        engine = omega_conf_to_dataclass(verl.actor_rollout_ref[role].fsdp_config)
+        assert engine.use_torch_compile is False, role
+    # inductor's kernels kept across launches (not in each launch's temp dir); no idle Ray workers prestarted
+    assert cpu.accelerator_env["TORCHINDUCTOR_CACHE_DIR"] == str(REPO / ".cache" / "torchinductor")
+    assert cpu.accelerator_env["RAY_prestart_worker_first_driver"] == "0"
     # two nodes: verl's driver joins the cluster the launcher started with each node's fake GPUs (ray start
     # --num-gpus), and ray.init refuses resource counts when it connects
     composed2, two = plan_of("accelerator=cpu", "nodes=2")
