@@ -117,6 +117,7 @@ def test_every_user_holds_the_one_copy():
 def test_kind_to_metric_is_what_each_user_had():
     """The mapping the evaluation kept by hand, and the reward's needs_ref rule, follow from KINDS."""
     from src.evaluate.qe_metrics import METRIC_KINDS
+    from src.rewards.group import RewardGroup
     from src.rewards.group_kwargs import sentence_model_components
 
     assert {m: set(k) for m, k in METRIC_KINDS.items()} == {
@@ -129,7 +130,9 @@ def test_kind_to_metric_is_what_each_user_had():
     # one model per metric (a group names one of each: metricx24_xl or _xxl)
     sentence = list({KINDS[spec["kind"]].metric: n for n, spec in reversed(models.items())
                      if not KINDS[spec["kind"]].word_level}.values())
-    roles = sentence_model_components({"name": "t", "sentence_models": sentence}, models)
+    group = RewardGroup(name="t", mode="off", sentence_models=tuple(sentence), span_model=None, validation_models=(),
+                        plugins=(), weights={}, clip={}, round_decimals=4)
+    roles = sentence_model_components(group, models)
     assert {r: KINDS[models[n]["kind"]].metric for r, n in roles.items() if n} == {r: r for r, n in roles.items() if n}
 
 

@@ -2,29 +2,27 @@
 rest of src/config/schema.py: a misspelt key (`reward.guards.wrong_languag.penalty=-2`,
 `+reward.formt.bonus=1`) or a value of the wrong type is refused by Hydra at composition, with the key.
 
-The values live in the yaml (`MISSING`: "the group sets it"); what a type cannot say is checked where
-the reward is built: a guard's penalty is at most 0 (its interval, checked by the plan's range
-check, src/plan/values.py RANGES), the rest by the reward's own settings (src/rewards/settings.py
-RewardSettings, which the reward workers run too and the launcher reads the reward kwargs back through).
-The groups reward.format, .degenerate, .discrete, .span, .client, .metricx, .token_credit, .validation and
-each of reward.guards are not written here: each is made from the reward's own settings class
-(src/rewards/settings.py, degenerate.py, guards.py, credit/ranges.py; src/rewards/typed_settings.py), the one
-definition of its keys, types, doc lines and intervals that the reward workers read the kwargs into.
-Component names are open (reward.plugins registers more): weights and clips are maps, checked
-against the registered components there.
+Nothing is written here: RewardSchema is made from the group's one typed definition, src/rewards/group.py
+(RewardGroup for the group's own keys, SECTIONS for reward.format, .degenerate, .discrete, .span, .metricx,
+.validation, .client and .token_credit, and each registered guard's settings class for reward.guards): the classes
+whose fields carry each key's type, doc line and interval, and which the reward is read into (by the launch side,
+src/rewards/group_kwargs.py, and the reward workers). The values live in the yaml (`MISSING`: "the group sets it");
+what a type cannot say is checked where the reward is read (a guard's penalty is at most 0: its interval, checked
+by the plan's range check too, src/plan/values.py RANGES; a mode among its choices). Component names are open
+(reward.plugins registers more): weights and clips are maps, checked against the registered components there.
 """
 from __future__ import annotations
 
 import collections.abc
 import typing
-from dataclasses import dataclass, field, fields, make_dataclass
+import dataclasses
+from dataclasses import field, fields, make_dataclass
 from typing import Dict, List, Optional
 
 from omegaconf import MISSING
 
-from src.rewards import degenerate, guards
-from src.rewards import settings as reward_settings
-from src.rewards.credit import ranges as credit_ranges
+from src.rewards import guards
+from src.rewards.group import GUARDS, LAYOUT, SECTIONS, RewardGroup
 
 from .settings_field import setting
 
@@ -42,15 +40,24 @@ def _omegaconf_type(kind):
     return kind
 
 
-def schema_of(settings_cls: type, name: str) -> type:
-    """The Hydra twin of a reward settings class (src/rewards/typed_settings.py), named `name`: its fields with
-    OmegaConf's types, the values from the yaml (MISSING here), each field's doc line and interval kept (setting():
-    the plan's range check reads them)."""
+def _setting_of(f):
+    """A settings class's field as a schema field: its default where it has one (the yaml sets the rest), its doc line
+    and interval."""
+    default = MISSING if f.default is dataclasses.MISSING else f.default
+    return setting(default, doc=f.metadata["doc"], interval=f.metadata.get("interval"), example=f.metadata.get("example"))
+
+
+def _fields_of(settings_cls: type) -> list[tuple]:
+    """A settings class's fields as a schema's (name, type, field): OmegaConf's types, the values from the yaml (MISSING
+    here, or the class's default), each field's doc line and interval kept (setting(): the plan's range check reads
+    them)."""
     hints = typing.get_type_hints(settings_cls)
-    schema = make_dataclass(name, [
-        (f.name, _omegaconf_type(hints[f.name]), setting(doc=f.metadata["doc"], interval=f.metadata.get("interval"),
-                                                         example=f.metadata.get("example")))
-        for f in fields(settings_cls)])
+    return [(f.name, _omegaconf_type(hints[f.name]), _setting_of(f)) for f in fields(settings_cls)]
+
+
+def schema_of(settings_cls: type, name: str) -> type:
+    """The Hydra twin of a reward settings class (src/rewards/typed_settings.py), named `name`."""
+    schema = make_dataclass(name, _fields_of(settings_cls))
     # a module attribute, as a written class is: OmegaConf's nodes are pickled (src/config/hydra_internal.py) and a
     # Hydra error names the class
     schema.__module__ = __name__
@@ -67,45 +74,23 @@ GuardsSchema = make_dataclass("GuardsSchema", [
 GuardsSchema.__module__ = __name__
 
 
-# the groups whose one typed definition is the reward's own settings class
-FormatSchema = schema_of(reward_settings.FormatSettings, "FormatSchema")
-DegenerateSchema = schema_of(degenerate.DegenerateSettings, "DegenerateSchema")
-DiscreteSchema = schema_of(reward_settings.DiscreteSettings, "DiscreteSchema")
-SpanSchema = schema_of(reward_settings.SpanSettings, "SpanSchema")
-ClientSchema = schema_of(reward_settings.ClientSettings, "ClientSchema")
-MetricXSchema = schema_of(reward_settings.OwnMetricSettings, "MetricXSchema")
-TokenCreditSchema = schema_of(credit_ranges.TokenCreditGroup, "TokenCreditSchema")
-ValidationSchema = schema_of(reward_settings.ValidationGroup, "ValidationSchema")
+def _schema_name(section: str) -> str:
+    return "".join(part.capitalize() for part in section.split("_")) + "Schema"  # token_credit -> TokenCreditSchema
 
 
-@dataclass
-class RewardSchema:
-    name: str = MISSING
-    # off | train | eval: where the span model is used (src/rewards/settings.py MODES)
-    mode: str = MISSING
-    sentence_models: List[str] = MISSING
-    span_model: Optional[str] = MISSING
-    validation_models: List[str] = MISSING
-    plugins: List[str] = MISSING
-    # component -> weight; components are registered classes (src/rewards/components.py, reward.plugins)
-    weights: Dict[str, float] = MISSING
-    # a negative training weight trains the policy away from what that component rewards (src/rewards/group_kwargs.py)
-    allow_negative_weights: bool = setting(
-        False, doc="a negative reward.weights.<component> is refused unless this is true (it trains toward answers "
-                   "that component scores worse)")
-    # component -> [lo, hi]
-    clip: Dict[str, List[float]] = MISSING
-    format: FormatSchema = field(default_factory=FormatSchema)
-    degenerate: DegenerateSchema = field(default_factory=DegenerateSchema)
-    guards: GuardsSchema = field(default_factory=GuardsSchema)
-    discrete: DiscreteSchema = field(default_factory=DiscreteSchema)
-    span: SpanSchema = field(default_factory=SpanSchema)
-    metricx: MetricXSchema = field(default_factory=MetricXSchema)
-    validation: ValidationSchema = field(default_factory=ValidationSchema)
-    round_decimals: int = MISSING
-    client: ClientSchema = field(default_factory=ClientSchema)
-    # sum | per_component (src/rewards/normalise.py)
-    normalise: str = MISSING
-    # sequence | token (src/rewards/credit/launch.py)
-    credit: str = MISSING
-    token_credit: TokenCreditSchema = field(default_factory=TokenCreditSchema)
+# each section's schema, made from the class it is read into; the group's own keys from RewardGroup
+SECTION_SCHEMAS = {section: schema_of(cls, _schema_name(section)) for section, cls in SECTIONS.items()}
+_OWN = {spec[0]: spec for spec in _fields_of(RewardGroup)}
+
+
+def _reward_field(key: str) -> tuple:
+    if key == GUARDS:
+        return key, GuardsSchema, field(default_factory=GuardsSchema)
+    if key in SECTION_SCHEMAS:
+        return key, SECTION_SCHEMAS[key], field(default_factory=SECTION_SCHEMAS[key])
+    return _OWN[key]
+
+
+RewardSchema = make_dataclass("RewardSchema", [_reward_field(key) for key in LAYOUT])
+RewardSchema.__module__ = __name__
+assert set(LAYOUT) == {f.name for f in fields(RewardGroup)} | set(SECTIONS) | {GUARDS}, "src/rewards/group.py LAYOUT"

@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from src.rewards import components, guards, plugins
+from src.rewards.group import RewardGroup, read_group
 from src.rewards.settings import RewardSettings, ValidationGroup, clips_of, weights_of
 from src.rewards.typed_settings import read_section
 from src.rewards.values import RewardConfigError
 from src.scorer.backends import OWN_METRICS, model_metric
 
 
-def sentence_model_components(reward_cfg: Mapping[str, Any], scorer_models: Mapping[str, Any]) -> dict:
+def sentence_model_components(group: RewardGroup, scorer_models: Mapping[str, Any]) -> dict:
     """Model role -> scorer model name, from the group's sentence and validation models, by the metric
     its kind gives (src.scorer.backends.model_metric): a model that needs the reference is
     COMET-DA-like (comet), one that does not is QE (kiwi), one whose backend has a metric of its own
@@ -28,16 +29,15 @@ def sentence_model_components(reward_cfg: Mapping[str, Any], scorer_models: Mapp
     when the group names a model for it, so the reward kwargs (verl config, run id) of a group
     without one stay as they were."""
     out: dict[str, str | None] = {"comet": None, "kiwi": None}
-    names = list(dict.fromkeys(list(reward_cfg.get("sentence_models") or [])
-                               + list(reward_cfg.get("validation_models") or [])))
+    names = list(dict.fromkeys(group.sentence_models + group.validation_models))
     for name in names:
         if name not in scorer_models:
-            raise RewardConfigError(f"reward {reward_cfg.get('name')} names scorer model {name!r}, which "
+            raise RewardConfigError(f"reward {group.name} names scorer model {name!r}, which "
                                     f"conf/scorer does not define (known: {', '.join(sorted(scorer_models))})")
         spec = scorer_models[name]
         comp = model_metric(spec.get("kind"), bool(spec.get("needs_ref")))
         if out.get(comp) is not None:
-            raise RewardConfigError(f"reward {reward_cfg.get('name')}: two {comp} models ({out[comp]}, {name}); "
+            raise RewardConfigError(f"reward {group.name}: two {comp} models ({out[comp]}, {name}); "
                                     f"keep one in reward.sentence_models/validation_models")
         out[comp] = name
     return out
@@ -49,18 +49,19 @@ def reward_kwargs(reward_cfg: Mapping[str, Any], scorer_models: Mapping[str, Any
     checkout that relative reward.plugins paths are read from (default: the working directory). `logged`:
     components computed and logged in this run even at weight 0 (src/rewards/launch.py: the term component
     where the data's template gives terms)."""
+    group = read_group(reward_cfg)  # the group's own keys, by their one typed definition (src/rewards/group.py)
     try:
-        specs = plugins.resolve(reward_cfg.get("plugins") or [], Path(root or Path.cwd()))
+        specs = plugins.resolve(list(group.plugins), Path(root or Path.cwd()))
         names = plugins.component_names(specs)  # the plugins' names must be known to check the weights
     except (plugins.PluginError, components.ComponentError) as exc:
         raise RewardConfigError(str(exc)) from None
-    mode = reward_cfg["mode"]
-    span_model = reward_cfg.get("span_model") if mode != "off" else None
-    models = {**sentence_model_components(reward_cfg, scorer_models), "span": span_model}
-    train = weights_of(reward_cfg["weights"], "weights", names)
+    mode = group.mode
+    span_model = group.span_model if mode != "off" else None
+    models = {**sentence_model_components(group, scorer_models), "span": span_model}
+    train = weights_of(group.weights, "weights", names)
     held_out = read_section(ValidationGroup, reward_cfg["validation"], "reward.validation")
     validation = weights_of(held_out.weights, "validation.weights", names)
-    clips_of(reward_cfg["clip"], names)  # a clip of a component that does not exist would be dropped below
+    clips_of(group.clip, names)  # a clip of a component that does not exist would be dropped below
     names = run_components(names, models, train, validation, logged)
     train = {c: w for c, w in train.items() if c in names}
     validation = {c: w for c, w in validation.items() if c in names}
@@ -70,22 +71,21 @@ def reward_kwargs(reward_cfg: Mapping[str, Any], scorer_models: Mapping[str, Any
         span_only = {c: w for c, w in train.items() if w and components.get_component(c).model == "span"}
         train = {c: (0.0 if c in span_only else w) for c, w in train.items()}
     negative = {c: w for c, w in train.items() if w < 0}
-    if negative and not reward_cfg.get("allow_negative_weights", False):  # absent in configs written before it
+    if negative and not group.allow_negative_weights:
         comp, w = next(iter(negative.items()))
         raise RewardConfigError(f"reward.weights.{comp}={w:g} is negative: the policy would be trained toward answers "
                                 f"{comp} scores worse; set it >= 0, or add reward.allow_negative_weights=true if "
                                 f"that is what you mean")
     if not any(train.values()):
         # the policy would learn the format bonus alone, whatever the run's name says it trains on
-        raise RewardConfigError(_no_training_weight_message(reward_cfg.get("name"), mode, span_only, validation))
+        raise RewardConfigError(_no_training_weight_message(group.name, mode, span_only, validation))
     kw = {
-        "reward": reward_cfg["name"],
+        "reward": group.name,
         "mode": mode,
         "models": models,
         "train_weights": train,
         "validation_weights": validation,
-        "clip": {c: [float(x) for x in (reward_cfg["clip"].get(c) or components.get_component(c).clip)]
-                 for c in names},
+        "clip": {c: [float(x) for x in (group.clip.get(c) or components.get_component(c).clip)] for c in names},
         "format": dict(reward_cfg["format"]),
         "degenerate": dict(reward_cfg["degenerate"]),
         "discrete": {"enable": bool(reward_cfg["discrete"]["enable"]),
@@ -93,7 +93,7 @@ def reward_kwargs(reward_cfg: Mapping[str, Any], scorer_models: Mapping[str, Any
                      "thresholds": list(reward_cfg["discrete"]["thresholds"])},
         "span": dict(reward_cfg["span"]),
         "validation_splits": list(held_out.splits),
-        "round_decimals": int(reward_cfg["round_decimals"]),
+        "round_decimals": group.round_decimals,
         "client": dict(reward_cfg["client"]),
     }
     if specs:  # only then: the verl config (and run id) of a run without plugins stays as it was

@@ -49,6 +49,9 @@ import json
 import math
 from typing import Any, Iterator, Mapping, Sequence
 
+from src.rewards.typed_settings import choice
+from src.rewards.values import RewardConfigError
+
 SUM, PER_COMPONENT = "sum", "per_component"
 MODES = (SUM, PER_COMPONENT)
 ESTIMATOR = "grpo_per_component"
@@ -73,10 +76,10 @@ def mode(cfg: Mapping[str, Any]) -> str:
     """The composed config's reward.normalise, checked against the rest (plan phase); one line
     (NormaliseConfigError) for a combination that cannot work."""
     reward, algo = cfg["reward"], cfg["algo"]
-    value = reward.get("normalise", SUM)
-    if value not in MODES:
-        raise NormaliseConfigError(f"reward.normalise must be sum or per_component, got {value!r} "
-                                   f"(e.g. reward.normalise=per_component)")
+    try:  # the choice, as the reward group's typed definition reads it (src/rewards/group.py)
+        value = choice("reward.normalise", reward.get("normalise", SUM), MODES)
+    except RewardConfigError as exc:
+        raise NormaliseConfigError(str(exc)) from None
     if value == SUM:
         return SUM
     credit = reward.get("credit", "sequence")

@@ -20,12 +20,16 @@ from typing import Any, Callable, Mapping
 from src.rewards.values import RewardConfigError, number
 
 
-def setting_field(doc: str, interval: str | None = None, example: str | None = None, default: Any = MISSING):
+def setting_field(doc: str, interval: str | None = None, example: str | None = None, default: Any = MISSING,
+                  choices: tuple[str, ...] | None = None):
     """A setting with its doc line and, for a number, the interval it must lie in ("(0, 1]", "(-inf, 0]") with the
-    value a refusal suggests."""
+    value a refusal suggests; for a string, the `choices` it must be one of."""
     if (interval is None) != (example is None):
         raise ValueError("setting_field(): an interval needs its example and an example its interval")
-    return field(default=default, metadata={"doc": doc, "interval": interval, "example": example})
+    metadata = {"doc": doc, "interval": interval, "example": example}
+    if choices is not None:  # only then: the Hydra schema copies the metadata of the others as it was
+        metadata["choices"] = tuple(choices)
+    return field(default=default, metadata=metadata)
 
 
 def inside(v: float, interval: str) -> bool:
@@ -37,9 +41,19 @@ def inside(v: float, interval: str) -> bool:
     return math.isfinite(v) and above and below
 
 
-def read_value(where: str, value: Any, kind, interval: str | None = None) -> Any:
+def choice(where: str, value: Any, choices: tuple[str, ...]) -> str:
+    """`value` if it is one of `choices`; else RewardConfigError: "reward.credit must be sequence or token, got 'x'
+    (e.g. reward.credit=token)" (the example: the last choice)."""
+    if value not in choices:
+        named = f"{', '.join(choices[:-1])} or {choices[-1]}" if len(choices) > 1 else choices[0]
+        raise RewardConfigError(f"{where} must be {named}, got {value!r} (e.g. {where}={choices[-1]})")
+    return value
+
+
+def read_value(where: str, value: Any, kind, interval: str | None = None,
+               choices: tuple[str, ...] | None = None) -> Any:
     """One setting checked against its field's type (bool, int >= 0, float, str, a tuple of str or float, a Mapping of
-    names to one of those, and those or None) and interval; RewardConfigError naming `where` (the dotted key,
+    names to one of those, and those or None), interval and choices; RewardConfigError naming `where` (the dotted key,
     reward. included)."""
     args = typing.get_args(kind)
     if type(None) in args:
@@ -60,6 +74,8 @@ def read_value(where: str, value: Any, kind, interval: str | None = None) -> Any
             raise RewardConfigError(f"{where} must be in {interval}, got {v:g}")
         return v
     if kind is str:
+        if choices is not None:
+            return choice(where, value, choices)
         if not isinstance(value, str) or not value.strip():
             raise RewardConfigError(f"{where} must be a non-empty string, got {value!r}")
         return value
@@ -97,6 +113,7 @@ def read_section(cls: type, value: Any, where: str,
     kw = {}
     for key, v in value.items():
         got = own(key, v) if own is not None else NotImplemented
+        meta = declared[key].metadata
         kw[key] = got if got is not NotImplemented else read_value(f"{where}.{key}", v, hints[key],
-                                                                   declared[key].metadata.get("interval"))
+                                                                   meta.get("interval"), meta.get("choices"))
     return cls(**kw)

@@ -1,6 +1,7 @@
-"""The reward group's one typed definition (issue 46, item 6): each group of settings (reward.format, .degenerate,
-.discrete, .span, .client, .metricx, .token_credit, .validation, each guard) is a settings class whose fields carry their doc lines; the launcher's Hydra
-schema is made from it and the workers read the kwargs into it. A new guard is one class and one yaml entry."""
+"""The reward group's one typed definition (issue 46, item 6): the group's own keys (src/rewards/group.py RewardGroup)
+and each section (reward.format, .degenerate, .discrete, .span, .client, .metricx, .token_credit, .validation, each
+guard) are settings classes whose fields carry their doc lines; the launcher's Hydra schema is made from them and the
+launch side and the workers read the group into them. A new guard is one class and one yaml entry."""
 from __future__ import annotations
 
 import subprocess
@@ -12,18 +13,15 @@ from pathlib import Path
 import pytest
 
 from src.config.schema import settings
-from src.rewards import degenerate, guards
-from src.rewards import settings as reward_settings
-from src.rewards.credit import ranges as credit_ranges
+from src.rewards import group as reward_group
+from src.rewards import guards
+from src.rewards.group_kwargs import reward_kwargs
 from src.rewards.typed_settings import read_section, setting_field
 from src.rewards.values import RewardConfigError
 from tests.helpers.reward_config import composed
 
 REPO = Path(__file__).resolve().parents[2]
-SECTIONS = {"format": reward_settings.FormatSettings, "degenerate": degenerate.DegenerateSettings,
-            "discrete": reward_settings.DiscreteSettings, "span": reward_settings.SpanSettings,
-            "client": reward_settings.ClientSettings, "metricx": reward_settings.OwnMetricSettings,
-            "token_credit": credit_ranges.TokenCreditGroup, "validation": reward_settings.ValidationGroup,
+SECTIONS = {**reward_group.SECTIONS,
             **{f"guards.{name}": guard.Settings for name, guard in guards.registered().items()}}
 
 
@@ -40,6 +38,32 @@ def test_each_group_is_its_settings_class_in_the_yaml_the_schema_and_the_docs(se
         # the launcher's schema carries the same doc line (and interval) for the plan's table and range check
         assert documented[f"reward.{section}.{f.name}"].doc == f.metadata["doc"]
         assert documented[f"reward.{section}.{f.name}"].interval == f.metadata["interval"]
+
+
+def test_the_groups_own_keys_are_its_typed_class_in_the_yaml_the_schema_and_the_docs():
+    group = composed(())["reward"]
+    assert tuple(group) == reward_group.LAYOUT  # every key of the group, in its order, and no other
+    documented = settings()
+    for f in fields(reward_group.RewardGroup):
+        assert f.metadata["doc"].strip(), f"reward.{f.name} has no doc line"
+        assert documented[f"reward.{f.name}"].doc == f.metadata["doc"]
+    read = reward_group.read_group(group)
+    assert (read.mode, read.normalise, read.credit) == (group["mode"], group["normalise"], group["credit"])
+
+
+@pytest.mark.parametrize("key, value, says", [
+    ("mode", "sometimes", "reward.mode must be off, train or eval, got 'sometimes' (e.g. reward.mode=eval)"),
+    ("round_decimals", -1, "reward.round_decimals must be an integer >= 0, got -1"),
+    ("sentence_models", "cometkiwi_da", "reward.sentence_models must be a list, got 'cometkiwi_da'"),
+])
+def test_a_bad_value_of_the_groups_own_keys_is_refused_in_one_line_by_its_type(key, value, says):
+    """Read by the launch side before the reward kwargs are written (the Hydra schema types these as str, int, list:
+    what it cannot say, a choice or a sign, is the typed class's)."""
+    cfg = composed(())
+    group = {**cfg["reward"], key: value}
+    with pytest.raises(RewardConfigError) as err:
+        reward_kwargs(group, cfg["scorer"]["models"])
+    assert str(err.value) == says
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from src.rewards import settings as rewards_settings
 from src.rewards.components import get_component
 from src.rewards.credit.ranges import (CREDITS, KWARGS_KEY, SEQUENCE, CreditConfigError, CreditSettings,
                                        TokenCreditGroup)
-from src.rewards.typed_settings import read_section
+from src.rewards.typed_settings import choice, read_section
 from src.rewards.values import RewardConfigError
 
 ESTIMATOR = "grpo_token"  # src/rewards/credit/estimator.py NAME (not imported: it imports torch)
@@ -52,9 +52,10 @@ def plan(cfg: dict, kw: dict) -> Optional[TokenCreditPlan]:
     `kw`: the group's reward kwargs (src/rewards/group_kwargs.py reward_kwargs; src/rewards/launch.py
     builds them once per launch)."""
     reward, algo = cfg["reward"], cfg["algo"]
-    credit = reward.get("credit", SEQUENCE)
-    if credit not in CREDITS:
-        raise CreditConfigError(f"reward.credit must be sequence or token, got {credit!r} (e.g. reward.credit=token)")
+    try:  # the choice, as the reward group's typed definition reads it (src/rewards/group.py)
+        credit = choice("reward.credit", reward.get("credit", SEQUENCE), CREDITS)
+    except RewardConfigError as exc:
+        raise CreditConfigError(str(exc)) from None
     if credit == SEQUENCE:
         return None
     spans_in_training = kw["models"].get("span") is not None and any(
