@@ -78,7 +78,8 @@ def one_round(experiment: str, work: Path, build_dir: Path, extra: list[str]) ->
     if "first_step_end" not in phases:
         raise SystemExit(f"{experiment}: the launch ended (exit {proc.returncode}) before its first step; "
                          f"log: {out / 'launch.log'}")
-    return {"phases": phases, "cpu_s_to_first_step": cpu_at_first_step, "load_before": load_before, "load_after": os.getloadavg(), "log": str(out / "launch.log")}
+    return {"phases": phases, "cpu_s_to_first_step": cpu_at_first_step, "load_before": load_before,
+            "load_after": os.getloadavg(), "log": str(out / "launch.log")}
 
 
 def table(experiment: str, rounds: list[dict]) -> str:

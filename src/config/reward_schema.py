@@ -14,8 +14,8 @@ by the plan's range check too, src/plan/values.py RANGES; a mode among its choic
 from __future__ import annotations
 
 import collections.abc
-import typing
 import dataclasses
+import typing
 from dataclasses import field, fields, make_dataclass
 from typing import Dict, List, Optional
 
@@ -44,7 +44,8 @@ def _setting_of(f):
     """A settings class's field as a schema field: its default where it has one (the yaml sets the rest), its doc line
     and interval."""
     default = MISSING if f.default is dataclasses.MISSING else f.default
-    return setting(default, doc=f.metadata["doc"], interval=f.metadata.get("interval"), example=f.metadata.get("example"))
+    return setting(default, doc=f.metadata["doc"], interval=f.metadata.get("interval"),
+                   example=f.metadata.get("example"))
 
 
 def _fields_of(settings_cls: type) -> list[tuple]:

@@ -19,6 +19,7 @@ from src.rewards.credit import ranges as credit_ranges
 from src.rewards.typed_settings import read_section, setting_field
 from src.rewards.values import RewardConfigError
 
+
 @dataclass(frozen=True, kw_only=True)  # keyword-only: a field with a default may stand before one without
 class RewardGroup:
     """The reward group's own keys; each section is its settings class (SECTIONS)."""
@@ -71,8 +72,8 @@ LAYOUT = ("name", "mode", "sentence_models", "span_model", "validation_models", 
 
 def read_group(reward_cfg: Mapping[str, Any]) -> RewardGroup:
     """The composed group's own keys, read by their types and choices (RewardConfigError, one line naming the key);
-    a group written before allow_negative_weights, normalise or credit existed reads them as their defaults. The sections are read by their own
-    classes where they are used."""
+    a group written before allow_negative_weights, normalise or credit existed reads them as their defaults. The
+    sections are read by their own classes where they are used."""
     if not isinstance(reward_cfg, Mapping):
         raise RewardConfigError(f"reward is a group of settings, got {reward_cfg!r}")
     own = {k: v for k, v in reward_cfg.items() if k not in SECTIONS and k != GUARDS}
