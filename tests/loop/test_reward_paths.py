@@ -16,11 +16,11 @@ learn_tiny's own batch does not divide:
    algo=dapo with its group filter on two samples a prompt and a reward rounded to a whole number so that whole
    groups tie, the length-coverage
    guard on with bounds the taught policy crosses, the scorer SIGKILLed after step 1 (restarted, nothing lost)
-   and then SIGTERM to the launcher, as a preempting scheduler sends it (src/node/training.py PreemptionWatch):
+   and, once the restarted service is up, SIGTERM to the launcher, as a preempting scheduler sends it (src/node/training.py PreemptionWatch):
    it asks the trainer for the time limit's save (src/trainer/time_limit.py; Slurm's signal -> flag half runs
    under the real Slurm cluster in tests/slurm), the trainer saves the step in progress and ends, and the run
    ends with one line.
-2. the same command again: it resumes from that checkpoint and trains the last step; with one checkpoint kept
+2. the same command again: it resumes from that checkpoint and trains the steps left; with one checkpoint kept
    (max_actor_ckpt_to_keep=1), the preempted step's goes once the tracker names the last.
 3. per-component normalisation + sequence credit + a lost group + the scorer killed for good: reward=comet
    (BLEU + the tiny CometKiwi) with reward.normalise=per_component; a test-only reward component fails the
@@ -66,6 +66,8 @@ COMMON = ["experiment=learn_tiny", "learn.enable=false", "trainer.val_before_tra
 # run 1 and 2
 # world size 2 (see the docstring): verl's checkpoint then holds one shard per rank
 GPUS = 2
+# four steps: the preemption lands in step 2 or 3 (after the restarted scorer is up, see run 1), never in the last
+STEPS = 4
 SHARDS = [f"{kind}_world_size_{GPUS}_rank_{rank}.pt" for kind in ("extra_state", "model", "optim") for rank in range(GPUS)]
 TOKEN_DAPO_GUARD = [f"gpus={GPUS}", "scorer=tiny", "reward=xcomet_xl", "reward.credit=token", "reward.weights.bleu=1.0",
                     # two samples a prompt and the score rounded to a whole number: whole groups tie often
@@ -73,7 +75,7 @@ TOKEN_DAPO_GUARD = [f"gpus={GPUS}", "scorer=tiny", "reward=xcomet_xl", "reward.c
                     "algo=dapo", "algo.overlong_buffer.enable=false", "batch.samples_per_prompt=2",
                     "reward.round_decimals=0",
                     "reward.guards.length_coverage.enable=true", "reward.guards.length_coverage.min_ratio=0.9",
-                    "reward.guards.length_coverage.max_ratio=1.1", "trainer.total_training_steps=3"]
+                    "reward.guards.length_coverage.max_ratio=1.1", f"trainer.total_training_steps={STEPS}"]
 # run 3
 # run 3 at world size 3: batch sizes the plan derives for a GPU count that divides none of learn_tiny's
 GPUS_3 = 3
@@ -190,7 +192,11 @@ def test_token_credit_dapo_a_guard_a_scorer_restart_a_preemption_and_its_resume(
 
     def act(out: Path, running) -> None:
         wait_for("step 1 in verl's metrics", lambda: 1 in first.metrics(), running)
-        kill_scorer(first, running)
+        killed = kill_scorer(first, running)
+        # the preemption after the restarted service is up: sent at once, it ended the run while the restart was
+        # still loading the model (CI of 2026-12-05: the rewards of step 2 were in before the kill), and the
+        # restart went untested; the step that waits on the restart ends after it
+        wait_for("the restarted scorer's ready file", lambda: (p := first.scorer_pid()) and p != killed, running)
         # a preemption: SIGTERM to the launcher alone (src/node/training.py PreemptionWatch), which asks the
         # trainer for the time limit's save through the checkpoint dir
         os.kill(launcher_pid(out), signal.SIGTERM)
@@ -206,9 +212,10 @@ def test_token_credit_dapo_a_guard_a_scorer_restart_a_preemption_and_its_resume(
     checkpoint = first.checkpoint_dir()
     metrics = first.metrics()
     trained = steps_with(metrics, "critic/score/mean")
-    # the SIGTERM came after step 1: the trainer saved the step it was in and ended; the run ends in one line
+    # the SIGTERM came after the restart: the trainer saved the step it was in (2, or 3 when step 2's rewards were
+    # in before the kill) and ended; the run ends in one line
     saved = time_limit.saved(checkpoint)
-    assert saved == {"step": trained[-1], "saved_now": True, "finished": False} and trained in ([1], [1, 2]), \
+    assert saved == {"step": trained[-1], "saved_now": True, "finished": False} and trained in ([1, 2], [1, 2, 3]), \
         (saved, trained)
     assert run.returncode == 1, out[-6000:]
     assert (f"error: preempted: step {saved['step']} saved now in {checkpoint}; run the same command again to "
@@ -234,19 +241,19 @@ def test_token_credit_dapo_a_guard_a_scorer_restart_a_preemption_and_its_resume(
     assert not time_limit.requested(checkpoint)
     metrics = first.metrics()
     trained = steps_with(metrics, "critic/score/mean")
-    assert trained == [1, 2, 3], trained
-    assert checkpoints(checkpoint) == [3]
-    if saved["step"] != 3:
+    assert trained == list(range(1, STEPS + 1)), trained
+    assert checkpoints(checkpoint) == [STEPS]
+    if saved["step"] != STEPS:
         removed = f"checkpoint: removed {checkpoint / ('global_step_%d' % saved['step'])} (keeping the newest 1 actor)"
         assert removed in run2.output, run2.output[-4000:]
-    assert (checkpoint / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
-    assert sorted(p.name for p in (checkpoint / "global_step_3" / "actor").glob("*.pt")) == SHARDS
+    assert (checkpoint / "latest_checkpointed_iteration.txt").read_text().strip() == str(STEPS)
+    assert sorted(p.name for p in (checkpoint / f"global_step_{STEPS}" / "actor").glob("*.pt")) == SHARDS
     # the resumed steps, at the same world size: vLLM ran the weights the two ranks reloaded and trained
-    for step in range(saved["step"] + 1, 4):
+    for step in range(saved["step"] + 1, STEPS + 1):
         assert metrics[step]["training/rollout_actor_probs_pearson_corr"] > 0.99, metrics[step]
     # launch 2 trained only what was left: its metrics file starts after the saved step
     files = metrics_files(first.run_dir())
-    assert len(files) == 2 and sorted(read_metrics(files[1])) == list(range(saved["step"] + 1, 4)), files
+    assert len(files) == 2 and sorted(read_metrics(files[1])) == list(range(saved["step"] + 1, STEPS + 1)), files
 
     rows = [metrics[s] for s in trained]
     assert any(r["train-aux/guard_length_coverage/mean"] > 0 for r in rows), rows
