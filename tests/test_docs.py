@@ -306,15 +306,22 @@ def _comment_text(path: Path) -> str:
     return "\n".join(out)
 
 
+@lru_cache(maxsize=None)
+def _source_comments() -> tuple[tuple[str, str], ...]:
+    """(repo-relative path, comments and docstrings) of every source file: read and tokenized once per process,
+    for both checks of the names in them below."""
+    return tuple((_rel(f), _comment_text(f)) for top in ("src", "conf", "tests", "benches", "slurm", "envs")
+                 for f in sorted((ROOT / top).rglob("*"))
+                 if f.suffix in (".py", ".yaml", ".yml", ".sh") and ".cache" not in f.parts and f.is_file())
+
+
 def named_files():
     for doc in DOCS:
         for p in PATH.findall(doc.read_text(encoding="utf-8")):
             yield _rel(doc), p
-    for top in ("src", "conf", "tests", "benches", "slurm", "envs"):
-        for f in sorted((ROOT / top).rglob("*")):
-            if f.suffix in (".py", ".yaml", ".yml", ".sh") and ".cache" not in f.parts and f.is_file():
-                for p in PATH.findall(_comment_text(f)):
-                    yield _rel(f), p
+    for where, text in _source_comments():
+        for p in PATH.findall(text):
+            yield where, p
 
 
 # a page named without its folder (`RESULTS.md`): a Markdown file of the repo. Only .md:
@@ -329,11 +336,9 @@ def bare_file_names():
     for doc in DOCS:
         for name in BARE.findall(without_fences(doc.read_text(encoding="utf-8"))):
             yield _rel(doc), name
-    for top in ("src", "conf", "tests", "benches", "slurm", "envs"):
-        for f in sorted((ROOT / top).rglob("*")):
-            if f.suffix in (".py", ".yaml", ".yml", ".sh") and ".cache" not in f.parts and f.is_file():
-                for name in BARE.findall(_comment_text(f)):
-                    yield _rel(f), name
+    for where, text in _source_comments():
+        for name in BARE.findall(text):
+            yield where, name
 
 
 @lru_cache(maxsize=None)

@@ -79,6 +79,14 @@ def _unwinding(title: str) -> bool:
     return (vital(title) or ("",))[0] in ENDED_BY_UNWINDING
 
 
+def _follows_a_stop(title: str) -> bool:
+    """A process whose end follows the trainer's own stop: what verl's unwinding ends, and the TaskRunner itself,
+    which ran to write the stop's reason and then ends with verl's driver (a save that failed: the CPU loop saw the
+    TaskRunner's end before the training command's)."""
+    name = (vital(title) or ("",))[0]
+    return name in ENDED_BY_UNWINDING or name.endswith("TaskRunner")
+
+
 def role(name: str) -> str:
     if name.endswith("TaskRunner"):
         return "verl's TaskRunner"
@@ -128,13 +136,14 @@ class DeathWatch(PollingWatch):
     def after_training(self, then: Optional[str] = None) -> None:
         """Raise Died if a death stopped training, or if training failed after one (its line then names it).
         `then`: the trainer's own one-line reason for stopping, which a death may have made (the guard's lost groups
-        when vLLM's engine is gone and the step's requests fail at once); a death that verl's own unwinding after
-        such a stop explains (ENDED_BY_UNWINDING) is then not raised: the reason is the run's line."""
+        when vLLM's engine is gone and the step's requests fail at once); a death that such a stop explains (verl's
+        unwinding after it, ENDED_BY_UNWINDING, or the TaskRunner's own end) is then not raised: the reason is the
+        run's line."""
         with self._lock:
             death, line, proc, reported = self._death, self.line, self._proc, self._reported
         if line is not None:
             raise Died(line)
-        if then is not None and death is not None and _unwinding(death[1]):
+        if then is not None and death is not None and _follows_a_stop(death[1]):
             return
         if reported is not None and reported in self._titles and (death is None or reported != death[0]) and not (
                 death is not None and _unwinding(self._titles[reported]) and not _unwinding(death[1])):

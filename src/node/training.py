@@ -32,6 +32,7 @@ from src.config import override_grammar
 from src.plan.time_limit import REQUEUE_S
 from src.record.redact import scrub
 from src.trainer import checkpoints, time_limit
+from src.trainer.stop_reason import STOP_FILE_ENV
 
 from .console import Console
 from .leftovers import Leftovers
@@ -42,7 +43,6 @@ from .startup import StartupClock
 
 # verl's main_ppo with a trainer that saves the step in progress on a time limit (src/trainer/entry.py)
 VERL_ENTRY = ["-m", "src.trainer"]
-STOP_FILE_ENV = "QE_TRAINING_STOP_FILE"  # src/trainer/guard.py writes it
 # the longest the runner waits for training's next output line before it looks at signals again
 OUTPUT_POLL_S = 0.5
 # after a save-on-signal deadline: for training to end on SIGTERM before what is left gets SIGKILL

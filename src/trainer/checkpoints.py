@@ -18,7 +18,9 @@ So the trainer subclass (`KeptWhole`, mixed in by src/trainer/entry.py) saves th
 - on success: the tracker written again atomically (a temporary file, fsync, rename), and only then the
   retention: older steps beyond the keep count removed, oldest first, never the one the tracker names;
 - on a failure (a full disk, a worker's error): the partial `global_step_N/` removed (which also frees
-  the space) and the tracker put back to the step it named, then one `checkpoint:` line and the error.
+  the space) and the tracker put back to the step it named, then one `checkpoint:` line and the error. That line
+  is also the run's stop reason (src/trainer/stop_reason.py: the launcher's `error:` line), unless a Ray
+  actor's death failed the save: the death watch names the dead process (src/node/deaths.py).
 The peak is one checkpoint more than the keep count, while the new one is written (verl's own
 retention with a keep count of 1 has the same peak).
 
@@ -35,6 +37,8 @@ import shutil
 import tempfile
 from pathlib import Path
 from typing import Optional
+
+from src.trainer import stop_reason
 
 TRACKER = "latest_checkpointed_iteration.txt"  # verl's name (checkpoint_manager.get_checkpoint_tracker_filename)
 STEP_DIR = re.compile(r"global_step_(\d+)$")
@@ -131,6 +135,26 @@ def retain(checkpoint_dir: str | Path, keep: dict[str, Optional[int]], newest: i
     return removed
 
 
+def _a_death(exc: BaseException) -> bool:
+    """Whether a save failed because a Ray actor died (ray/exceptions.py RayActorError, ActorDiedError)."""
+    return any(c.__name__ in ("RayActorError", "ActorDiedError", "ActorUnavailableError") for c in type(exc).__mro__)
+
+
+FULL_BELOW_BYTES = 1 << 20  # a save that failed with less than this free where it writes: the disk filled up
+
+
+def _full_disk(ckpt: Path, exc: BaseException) -> Optional[str]:
+    """'the disk is full (N KiB free ...)' when the save failed on a full disk; None otherwise."""
+    try:
+        stat = os.statvfs(ckpt)
+    except OSError:
+        return None
+    free = stat.f_bavail * stat.f_frsize  # what this user may still write (root's reserve excluded)
+    if free >= FULL_BELOW_BYTES and "No space left on device" not in str(exc):
+        return None
+    return f"the disk is full: {free // 1024} KiB free on the file system of {ckpt}"
+
+
 def _reason(exc: BaseException) -> str:
     """The error's last line (a Ray task error carries the worker's whole traceback)."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
@@ -185,11 +209,21 @@ class KeptWhole:
             print(f"checkpoint: step {step} was saved whole; what failed after it: {_reason(exc)}", flush=True)
             return
         partial = ckpt / f"global_step_{step}"
+        # before the partial save frees it: torch's writer on a full disk says only "unexpected pos" (PyTorch's
+        # inline_container.cc), not ENOSPC, so the disk's free space is what tells a full disk
+        full = _full_disk(ckpt, exc)
         shutil.rmtree(partial, ignore_errors=True)  # first: it frees the space the tracker may need
         if before is not None:
             write_tracker(ckpt, before)
         elif now is not None:
             (ckpt / TRACKER).unlink(missing_ok=True)
         last = f"the last whole checkpoint is step {before} in {ckpt}" if before is not None else "no step was saved before"
-        print(f"checkpoint: saving step {step} failed ({_reason(exc)}); removed the partial {partial}; {last}",
-              flush=True)
+        why = f"{full}; {_reason(exc)}" if full else _reason(exc)
+        line = f"checkpoint: saving step {step} failed ({why}); removed the partial {partial}; {last}"
+        print(line, flush=True)
+        if not _a_death(exc):
+            # the run's one line (a dead worker's is the death watch's, src/node/deaths.py): verl's own exception
+            # follows, and the ends of the TaskRunner and of the transfer queue's actors in verl's unwinding
+            stop_reason.leave(f"{line}; {'free space on that disk, then ' if full else ''}run the same command "
+                              f"again: it resumes from there")
+

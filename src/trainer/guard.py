@@ -46,17 +46,16 @@ after verl has already trained on the rest of the batch, and a custom agent loop
 replace far more of verl than this one class.
 
 A stop raises TrainingGuardStop in the trainer (verl exits non-zero) after writing its one-line
-reason to $QE_TRAINING_STOP_FILE, which src/node/training.py sets and turns into the launcher's error line.
+reason to $QE_TRAINING_STOP_FILE (src/trainer/stop_reason.py), which src/node/training.py sets and turns into the
+launcher's error line.
 """
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Callable, Optional
 
-from src.trainer import reward_metrics
+from src.trainer import reward_metrics, stop_reason
 
-STOP_FILE_ENV = "QE_TRAINING_STOP_FILE"
 METRIC_PREFIX = "training_guard"
 
 
@@ -72,12 +71,7 @@ def _service_hint() -> str:
 
 def stop(reason: str) -> None:
     """Leave the reason where the runner reads it, then stop the trainer."""
-    path = os.environ.get(STOP_FILE_ENV)
-    if path:
-        try:
-            Path(path).write_text(reason + "\n", encoding="utf-8")
-        except OSError:
-            pass  # the exception below still carries the reason into verl's log
+    stop_reason.leave(reason)
     raise TrainingGuardStop(reason)
 
 

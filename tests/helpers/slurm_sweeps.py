@@ -141,3 +141,29 @@ def scontrol_field(job_id: str, field: str) -> str:
     out = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True, timeout=15).stdout
     match = re.search(rf"\b{field}=(\S+)", out)
     return match.group(1) if match else ""
+
+
+class RequeuedStart:
+    """Starts a requeued job at once: Slurm holds one back for its credential lifetime (120 s by default). Not
+    within the second of the requeue: slurmd refuses a job whose new credential is from the second its requeue
+    revoked the old one in ("Killing non-startable batch JobId=...: Job credential revoked" in slurmctld's log, and
+    the job fails; a run of tests/slurm/test_real_loop_faults.py saw it, 0.3 s after the requeue). Call it while
+    waiting; `seen_pending` says whether the job was pending again."""
+
+    WAIT_S = 2.0
+
+    def __init__(self, job_id: str, *updates: str):
+        self.job_id, self.updates = job_id, updates
+        self.seen_pending = False
+        self._pending_since: float | None = None
+
+    def __call__(self) -> None:
+        if scontrol_field(self.job_id, "JobState") != "PENDING":
+            self._pending_since = None
+            return
+        self.seen_pending = True
+        now = time.monotonic()
+        self._pending_since = self._pending_since or now
+        if now - self._pending_since >= self.WAIT_S:
+            subprocess.run(["scontrol", "update", f"JobId={self.job_id}", "StartTime=now", *self.updates],
+                           capture_output=True, timeout=30)

@@ -81,12 +81,40 @@ def test_a_disk_that_fills_while_saving_leaves_the_previous_checkpoint_whole(tmp
             t._save_checkpoint()
         out = capsys.readouterr().out
         lines = [line for line in out.splitlines() if line.startswith("checkpoint:")]
-        assert lines == [f"checkpoint: saving step 2 failed ([Errno 28] No space left on device); removed the partial "
-                         f"{ckpt / 'global_step_2'}; the last whole checkpoint is step 1 in {ckpt}"], out
+        # the free space read before the partial save is removed (what is left of 1 MiB after step 1's 600 KiB)
+        (line,) = lines
+        assert line.startswith(f"checkpoint: saving step 2 failed (the disk is full: ") and line.endswith(
+            f" KiB free on the file system of {ckpt}; [Errno 28] No space left on device); removed the partial "
+            f"{ckpt / 'global_step_2'}; the last whole checkpoint is step 1 in {ckpt}"), out
         assert checkpoints.step_dirs(ckpt) == [1] and checkpoints.tracked_step(ckpt) == 1
         assert (ckpt / "global_step_1" / "actor" / "model_world_size_1_rank_0.pt").read_bytes() == shard
         assert _resume_point(ckpt) == str(ckpt / "global_step_1")
         assert not [p for p in ckpt.iterdir() if p.name.startswith(".")]  # no temporary tracker left
+
+
+def test_a_failed_saves_line_is_the_runs_stop_reason_unless_an_actor_died(tmp_path, capsys, monkeypatch):
+    """The line is left where the launcher reads the trainer's stop reason (src/trainer/stop_reason.py), so it is
+    the run's `error:` line, not verl's exception after it or the transfer queue's end in verl's unwinding; the
+    full disk's advice only where the disk was full. A save failed by a dead worker leaves none: the death watch
+    names the worker (src/node/deaths.py)."""
+    from ray.exceptions import ActorDiedError
+
+    from src.trainer.stop_reason import STOP_FILE_ENV
+
+    ckpt = tmp_path / "ckpt"
+    (ckpt / "global_step_1" / "actor").mkdir(parents=True)
+    stop_file = tmp_path / "training_stop.txt"
+    monkeypatch.setenv(STOP_FILE_ENV, str(stop_file))
+    for reason, free in ((OSError(28, "No space left on device"), "free space on that disk, then "),
+                         (RuntimeError("a worker failed"), "")):
+        checkpoints.KeptWhole._undo_save(ckpt, 2, 1, reason)
+        (printed,) = capsys.readouterr().out.splitlines()
+        assert printed.startswith("checkpoint: saving step 2 failed (") and printed.endswith(
+            f"the last whole checkpoint is step 1 in {ckpt}")
+        assert stop_file.read_text() == f"{printed}; {free}run the same command again: it resumes from there\n"
+        stop_file.unlink()
+    checkpoints.KeptWhole._undo_save(ckpt, 2, 1, ActorDiedError())
+    assert capsys.readouterr().out.startswith("checkpoint: saving step 2 failed (") and not stop_file.exists()
 
 
 def test_a_save_cut_short_is_removed_before_training_and_an_unreadable_tracker_is_one_line(tmp_path):

@@ -103,11 +103,14 @@ def test_a_guard_stop_that_follows_a_death_is_named_as_the_death(tmp_path):
            "rollout or reward calls (4 in this run, scorer.lost_groups_allowed=0)); no checkpoint" in line, line
 
 
-def test_a_guard_stop_is_the_guards_when_what_ended_is_verls_own_unwinding(tmp_path):
-    """DAPO's bound (or any guard stop) raises in verl's TaskRunner, whose `finally: tq.close()` kills the transfer
-    queue's actors while the driver still runs: their end follows the stop, the guard's line stays the run's."""
+@pytest.mark.parametrize("ended", ["ray::TransferQueueController", "ray::TimeLimitTaskRunner.run"])
+def test_a_guard_stop_is_the_guards_when_what_ended_is_verls_own_unwinding(tmp_path, ended):
+    """DAPO's bound (or any guard stop, or a save that failed: src/trainer/checkpoints.py) raises in verl's
+    TaskRunner, whose `finally: tq.close()` kills the transfer queue's actors while the driver still runs, and which
+    then ends itself (tests/loop/test_full_disk_on_cpu.py saw either first): their end follows the stop, the
+    trainer's line stays the run's."""
     with pytest.raises(training.ServiceFailure, match="^training stopped at step 1: DAPO's bound$"):
-        _run(tmp_path, ["ray::WorkerDict", "ray::TransferQueueController"], kill=1, then_s=0.8, code=1,
+        _run(tmp_path, ["ray::WorkerDict", ended], kill=1, then_s=0.8, code=1,
              guard_stop="training stopped at step 1: DAPO's bound")
 
 

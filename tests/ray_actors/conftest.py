@@ -43,7 +43,7 @@ class Project:
     def node_env(self, scorer_url: str, scorer_log: str) -> dict:
         """The environment of this node's training processes, as the runner builds it."""
         from src.node import environment
-        from src.node.training import STOP_FILE_ENV
+        from src.trainer.stop_reason import STOP_FILE_ENV
 
         # nothing of this test process leaks in: no PYTHONPATH (the runner's own code root is
         # what makes `src` importable), no Ray, Slurm or scorer variables of the caller

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from src.trainer import progress
 from tests.helpers.launches import checkpoint_dir, metrics_files
-from tests.helpers.slurm_sweeps import SECRETS, sacct_tres, scontrol_field
+from tests.helpers.slurm_sweeps import SECRETS, RequeuedStart, sacct_tres, scontrol_field
 
 REPO = Path(__file__).resolve().parents[2]
 # 15 steps after the first (~4 s each on a quiet machine): more than the signal's 30-60 s
@@ -73,19 +73,16 @@ def test_a_sweep_of_two_algorithms_trains_for_real_and_the_job_at_its_time_limit
     limit_min = (_run_seconds(job_id) + SIGNAL_DELAY_S) // 60
     subprocess.run(["scontrol", "update", f"JobId={job_id}", f"TimeLimit={limit_min}"], check=True,
                    capture_output=True, timeout=30)
-    seen_pending = []
+    # the requeued job started now (RequeuedStart), with room to finish
+    start = RequeuedStart(job_id, "TimeLimit=30")
 
     def restarted() -> bool:
-        # Slurm holds a requeued job back (credential lifetime): let it start now, with room to finish
-        if scontrol_field(job_id, "JobState") == "PENDING":
-            seen_pending.append(True)
-            subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now", "TimeLimit=30"],
-                           capture_output=True, timeout=30)
+        start()
         return len((run_dir / "attempts.jsonl").read_text().splitlines()) > 1
     # the other job may start first and train all its steps before this one starts again
     sweep.wait_for("the job to be requeued at its time limit and start again", restarted, timeout=900)
     assert sweep.wait(proc, timeout=SWEEP_TIMEOUT_S) == 0, sweep.output()[-6000:]
-    assert seen_pending, "the job was never requeued"
+    assert start.seen_pending, "the job was never requeued"
 
     # the time-limited job: Slurm's signal, the step in progress saved, the requeue, the resume from that step
     log = (run_dir / "train.log").read_text(errors="replace")

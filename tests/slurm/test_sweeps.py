@@ -24,7 +24,7 @@ import yaml
 from tests.helpers.launches import files_under
 from tests.helpers.refusals import assert_one_line_refusal
 from tests.helpers.resumable_train import starts
-from tests.helpers.slurm_sweeps import REPO, SECRETS, Sweep, sacct_tres, scontrol_field, stand_in
+from tests.helpers.slurm_sweeps import REPO, SECRETS, RequeuedStart, Sweep, sacct_tres, scontrol_field, stand_in
 from tests.helpers.verl_device_check import verl_worker_devices
 
 
@@ -179,17 +179,13 @@ def test_requeued_job_resumes_in_the_same_run_dir_from_the_first_attempts_checkp
     run_dir = next(sweep.dir.glob("*/stand_in.waiting")).parent
     (job_id,) = sweep.job_ids()
     subprocess.run(["scontrol", "requeue", job_id], check=True, capture_output=True, timeout=30)
-    # Slurm holds a requeued job back for its credential lifetime (120 s by default): once it is
-    # pending again, let it start now
-    seen_pending = []
+    # once it is pending again, let it start now (RequeuedStart says why not at once)
+    start = RequeuedStart(job_id)
 
     def restarted() -> bool:
-        state = scontrol_field(job_id, "JobState")
-        if state == "PENDING":
-            seen_pending.append(True)
-            subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], capture_output=True, timeout=30)
+        start()
         second_start = len((run_dir / "stand_in.jsonl").read_text().splitlines()) > 1
-        return (bool(seen_pending) and state != "PENDING") or second_start
+        return (start.seen_pending and scontrol_field(job_id, "JobState") != "PENDING") or second_start
     sweep.wait_for("the requeued job to start again", restarted, timeout=120)
     assert sweep.wait(proc) == 0, sweep.output()
 
