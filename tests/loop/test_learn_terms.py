@@ -75,9 +75,12 @@ def test_the_term_reward_raises_held_out_term_success_and_the_unweighted_control
     assert rise > MIN_RISE, learned
     assert control_rise < rise - MARGIN, (learned, control)
 
-    # the stuffing guard is part of the run that trains on the term, and only of it
+    # the stuffing guard is part of the run that trains on the term, and only of it: read on the answers that keep
+    # the format (a broken one gets the format's floor and no guard runs on it; the CI of 3e8c315 drew one first)
     for name, guarded in (("weighted", True), ("control", False)):
         (run_dir,) = runs[name].run_dirs
-        first = (checkpoint_dir(run_dir) / "val_generations" / "0.jsonl").read_text(encoding="utf-8").splitlines()[0]
-        row = json.loads(first)
-        assert row["term"] is not None and (row.get("guard_term_stuffing") is not None) == guarded, (name, row)
+        rows = [json.loads(line) for line in (checkpoint_dir(run_dir) / "val_generations" / "0.jsonl").read_text(
+            encoding="utf-8").splitlines() if line.strip()]
+        kept = [r for r in rows if r["format_ok"] == 1.0]
+        assert kept and all(r["term"] is not None for r in kept), (name, kept[:2])
+        assert all((r.get("guard_term_stuffing") is not None) == guarded for r in kept), (name, kept[:2])
