@@ -16,7 +16,8 @@ learn_tiny's own batch does not divide:
    algo=dapo with its group filter on two samples a prompt and a reward rounded to a whole number so that whole
    groups tie, the length-coverage
    guard on with bounds the taught policy crosses, the scorer SIGKILLed after step 1 (restarted, nothing lost)
-   and, once the restarted service is up, SIGTERM to the launcher, as a preempting scheduler sends it (src/node/training.py PreemptionWatch):
+   and, once the restarted service is up, SIGTERM to the launcher, as a preempting scheduler sends it
+   (src/node/training.py PreemptionWatch):
    it asks the trainer for the time limit's save (src/trainer/time_limit.py; Slurm's signal -> flag half runs
    under the real Slurm cluster in tests/slurm), the trainer saves the step in progress and ends, and the run
    ends with one line.
