@@ -84,11 +84,15 @@ def _follows_a_stop(title: str) -> bool:
     which ran to write the stop's reason and then ends with verl's driver (a save that failed: the CPU loop saw the
     TaskRunner's end before the training command's)."""
     name = (vital(title) or ("",))[0]
-    return name in ENDED_BY_UNWINDING or name.endswith("TaskRunner")
+    return name in ENDED_BY_UNWINDING or _is_task_runner(name)
+
+
+def _is_task_runner(name: str) -> bool:
+    return name.endswith("TaskRunner")  # verl's TaskRunner, or a subclass of it (ours: TimeLimitTaskRunner)
 
 
 def role(name: str) -> str:
-    if name.endswith("TaskRunner"):
+    if _is_task_runner(name):
         return "verl's TaskRunner"
     return ROLES.get(name, name)
 

@@ -42,6 +42,7 @@ from src.trainer import stop_reason
 
 TRACKER = "latest_checkpointed_iteration.txt"  # verl's name (checkpoint_manager.get_checkpoint_tracker_filename)
 STEP_DIR = re.compile(r"global_step_(\d+)$")
+FULL_BELOW_BYTES = 1 << 20  # a save that failed with less than this free where it writes: the disk filled up
 # verl's role dirs inside global_step_N/ (trainer_base.py _save_checkpoint: "actor", str(Role.Critic))
 ROLES = ("actor", "critic")
 
@@ -140,11 +141,9 @@ def _a_death(exc: BaseException) -> bool:
     return any(c.__name__ in ("RayActorError", "ActorDiedError", "ActorUnavailableError") for c in type(exc).__mro__)
 
 
-FULL_BELOW_BYTES = 1 << 20  # a save that failed with less than this free where it writes: the disk filled up
-
-
 def _full_disk(ckpt: Path, exc: BaseException) -> Optional[str]:
-    """'the disk is full (N KiB free ...)' when the save failed on a full disk; None otherwise."""
+    """'the disk is full: N KiB free on the file system of <ckpt>' when the save failed on a full disk; None
+    otherwise."""
     try:
         stat = os.statvfs(ckpt)
     except OSError:
@@ -226,4 +225,3 @@ class KeptWhole:
             # follows, and the ends of the TaskRunner and of the transfer queue's actors in verl's unwinding
             stop_reason.leave(f"{line}; {'free space on that disk, then ' if full else ''}run the same command "
                               f"again: it resumes from there")
-

@@ -81,7 +81,7 @@ def test_a_disk_that_fills_while_saving_stops_the_run_in_one_line_and_keeps_the_
         # the save's own line (src/trainer/checkpoints.py), not verl's exception after it, nor the transfer queue's
         # actors, which verl's unwinding ends (src/node/deaths.py ENDED_BY_UNWINDING)
         # torch's writer says only "unexpected pos" on a full disk: the line says what the file system had left
-        assert line.startswith(f"error: checkpoint: saving step 2 failed (the disk is full: "), line
+        assert line.startswith("error: checkpoint: saving step 2 failed (the disk is full: "), line
         assert f" KiB free on the file system of {ckpt}; " in line, line
         assert line.endswith(f"; removed the partial {ckpt / 'global_step_2'}; the last whole checkpoint is step 1 in "
                              f"{ckpt}; free space on that disk, then run the same command again: it resumes from "
