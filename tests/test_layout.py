@@ -38,13 +38,15 @@ ALLOWED = {
     # config.dotted.flatten: the one flatten, shared with the run identity (record)
     # + src.scorer KINDS and the backends' descriptors (stdlib + PyYAML): a QE model's backend sizes its memory
     "plan": {"config", "rewards", "scorer"},
-    "trainer": {"rewards"},
+    "trainer": {"rewards", "verl_fixes"},
     # verl imports it by name in the processes of a CPU run (VERL_USE_EXTERNAL_MODULES); nothing of src imports it
-    "cpu_platform": set(),
+    "cpu_platform": {"verl_fixes"},
+    # verl imports its `register` by name in every process of every run; the launcher reads its variables' names
+    "verl_fixes": set(),
     "verl_config": {"config", "plan", "rewards"},
     "record": {"config"},
     "slurm": {"config", "plan", "record"},
-    "node": {"config", "plan", "record", "scorer", "slurm", "trainer"},
+    "node": {"config", "plan", "record", "scorer", "slurm", "trainer", "verl_fixes"},
     "pipeline": {"config", "data", "node", "plan", "record", "report", "slurm", "verl_config"},
     # + src.record: a run dir's snapshot (its checkpoint dir) and verl's metrics file (steps=best)
     "evaluate": {"config", "data", "node", "plan", "record", "rewards", "scorer"},

@@ -9,14 +9,13 @@ Found by real runs on a 2-core machine, one failure at a time (docs/cpu-loop.md 
 from __future__ import annotations
 
 import importlib
-import importlib.abc
 import importlib.metadata
-import importlib.util
 import inspect
-import sys
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Callable
+
+from src.verl_fixes.after_import import when_imported
 
 # every shim's replacement carries this attribute: applying twice (verl imports the plugin in each
 # process, and a forked process already has it) is a no-op
@@ -215,35 +214,8 @@ def missing_targets() -> list[str]:
     return out
 
 
-class _AfterImport(importlib.abc.MetaPathFinder):
-    """Runs `then(module)` right after `name` is first imported (its exec_module), once."""
-
-    def __init__(self, name: str, then: Callable[[ModuleType], None]):
-        self.name, self.then = name, then
-
-    def find_spec(self, fullname, path, target=None):
-        if fullname != self.name:
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(fullname)
-        if spec is None or spec.loader is None:
-            return spec
-        execute, then = spec.loader.exec_module, self.then
-
-        def exec_module(module):
-            execute(module)
-            then(module)
-        spec.loader.exec_module = exec_module
-        return spec
-
-
 def apply() -> list[str]:
     """Every shim: now where its module is imported, else right after its first import. The names."""
     for shim in SHIMS:
-        def patch(module, shim=shim):
-            _apply(shim, module)
-        if shim.module in sys.modules:
-            patch(sys.modules[shim.module])
-        else:
-            sys.meta_path.insert(0, _AfterImport(shim.module, patch))
+        when_imported(shim.module, lambda module, shim=shim: _apply(shim, module))
     return [s.name for s in SHIMS]

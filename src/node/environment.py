@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import secrets
 from pathlib import Path
 
 from src.config import CODE_ROOT
 from src.config.schema import Placement
 from src.plan import RunPlan
 from src.record.snapshot import SNAPSHOT
+from src.verl_fixes import REGISTER_MODULE
+from src.verl_fixes.weight_sync_socket import TAG_ENV
 
 from . import ray_cluster
 
@@ -91,6 +94,11 @@ def run_env(plan: RunPlan, environ: dict) -> tuple[dict, str | None]:
     env["VERL_FILE_LOGGER_PATH"] = f"{metrics}/{stamp}-{Path(plan.run_dir).name}.jsonl"
     # verl's FileLogger opens that path without creating its dir
     metrics.mkdir(parents=True, exist_ok=True)
+    # verl's fixes in every process of the run, before the accelerator's or the user's modules: the weight sync's
+    # socket gets this launch's own tag, so two runs on one host do not share it (src/verl_fixes/weight_sync_socket.py)
+    modules = [m for m in env.get("VERL_USE_EXTERNAL_MODULES", "").split(",") if m and m != REGISTER_MODULE]
+    env["VERL_USE_EXTERNAL_MODULES"] = ",".join([REGISTER_MODULE] + modules)
+    env[TAG_ENV] = secrets.token_hex(6)
     env.setdefault("HF_HUB_OFFLINE", "1")
     if plan.wandb_offline:
         env["WANDB_MODE"] = "offline"

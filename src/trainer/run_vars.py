@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import os
 
+from src.verl_fixes.weight_sync_socket import TAG_ENV
+
 RUN_VARS = ("VERL_FILE_LOGGER_PATH", "WANDB_RUN_ID", "WANDB_RESUME", "WANDB_DIR", "WANDB_MODE", "WANDB_RUN_GROUP",
-            "QE_RL_RUN_DIR", "QE_RL_CHECKPOINT_DIR", "QE_RL_VERL_CONFIG")
+            "QE_RL_RUN_DIR", "QE_RL_CHECKPOINT_DIR", "QE_RL_VERL_CONFIG", TAG_ENV)
 
 
 def of(environ: dict | None = None) -> dict[str, str]:

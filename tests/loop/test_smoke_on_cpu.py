@@ -4,6 +4,10 @@ trainer with rollouts from vLLM's CPU build, the reward function scoring through
 tiny CometKiwi, the FSDP update and the weight sync back into vLLM, validation, checkpoint, the relaunch
 that resumes from step 1, the report: the verdict is PASS on every stage. It replaces the stand-in trainer
 this test ran with before (tests/launcher/smoke_stand_in.py, now kept for the verdict's FAIL paths only).
+
+Beside it, another run's weight-sync socket holds the path verl 0.9.1 gives every run's (tests/helpers/other_run.py):
+the smoke's weight syncs pass only because each launch has a socket of its own (src/verl_fixes/weight_sync_socket.py;
+without it, the first weight sync waits for ever).
 """
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ import yaml
 
 from src.node import startup
 from tests.helpers.launches import checkpoint_dir, metrics_files
+from tests.helpers.other_run import OtherRunsSocket
 
 STAGES = ["scorer", "training", "rollout", "reward", "update", "validation", "checkpoint", "resume", "report"]
 
@@ -25,8 +30,11 @@ def _metrics(path: Path) -> list[dict]:
 
 def test_smoke_tiny_on_the_cpu_builds_trains_resumes_and_prints_pass(cpu_loop, tmp_path):
     build_dir = tmp_path / "tiny-models"
-    run = cpu_loop(["experiment=smoke_tiny", f"model.build_dir={build_dir}", "scorer.ready_timeout_s=180"],
-                   timeout_s=900)
+    with OtherRunsSocket() as other:
+        run = cpu_loop(["experiment=smoke_tiny", f"model.build_dir={build_dir}", "scorer.ready_timeout_s=180"],
+                       timeout_s=900)
+    print(f"another run's socket held {other.path} ({other.takeovers} takeovers); weight-sync sockets seen beside "
+          f"it: {sorted(other.seen)}")
     print(f"smoke_tiny on the CPU loop (builds + 2 steps + resume + report): {run.seconds:.0f} s")
     out = run.output
     assert run.returncode == 0, out[-6000:]

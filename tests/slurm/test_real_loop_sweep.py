@@ -92,13 +92,15 @@ def test_a_sweep_of_two_algorithms_trains_for_real_and_the_job_at_its_time_limit
     assert len(saved) == 1 and f"saved now in {ckpt}; requeueing the job" in saved[0], saved or log[-4000:]
     last = int(saved[0].split()[3])
     assert 1 <= last < STEPS and (ckpt / f"global_step_{last}" / "actor").is_dir()
+    # two starts of one job (each start's cause in attempts.jsonl, and a stall's or a death's line in the log)
+    attempts = [json.loads(line) for line in (run_dir / "attempts.jsonl").read_text().splitlines()]
+    assert [a["slurm_restart"] for a in attempts] == [0, 1] and len({a["slurm_job_id"] for a in attempts}) == 1, (
+        attempts, [line for line in log.splitlines() if line.startswith("error:")])
     first, second = metrics_files(run_dir)  # verl's file logger writes one per start
     assert _steps(first) == list(range(1, last + 1))
     # nothing redone, nothing lost: the requeued start trains from the saved step to the end
     assert _steps(second) == list(range(last + 1, STEPS + 1))
     assert (ckpt / "latest_checkpointed_iteration.txt").read_text().strip() == str(STEPS)
-    attempts = [json.loads(line) for line in (run_dir / "attempts.jsonl").read_text().splitlines()]
-    assert [a["slurm_restart"] for a in attempts] == [0, 1] and len({a["slurm_job_id"] for a in attempts}) == 1
 
     # the sweep's summary: both succeeded, the limited one started twice; the other trained its steps in one go
     rows = {Path(r["run_dir"]): r for r in sweep.summary()}
