@@ -19,6 +19,13 @@ def checkpoint_dir(run_dir: Path) -> Path:
     return Path(json.loads((Path(run_dir) / "snapshot" / "plan.json").read_text())["checkpoint_dir"])
 
 
+def latest_run_dir(out: Path) -> Path | None:
+    """The last run dir under a launch's output dir `out` whose plan is written (None before): read while the
+    launch runs, its checkpoint dir is then known."""
+    runs = sorted((Path(out) / "runs").glob("*")) if (Path(out) / "runs").is_dir() else []
+    return runs[-1] if runs and (runs[-1] / "snapshot" / "plan.json").is_file() else None
+
+
 def metrics_files(run_dir: Path) -> list[Path]:
     """verl's metrics files in the run's checkpoint dir (its file logger writes one per launch), by name."""
     return sorted((checkpoint_dir(run_dir) / "metrics").glob("*.jsonl"))

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from src.trainer import checkpoints
-from tests.helpers.launches import checkpoint_dir
+from tests.helpers.launches import checkpoint_dir, latest_run_dir
 from tests.helpers.limited_dirs import small_fs
 
 TIMEOUT_S = 900
@@ -57,8 +57,8 @@ def test_a_disk_that_fills_while_saving_stops_the_run_in_one_line_and_keeps_the_
         def fill(out: Path, running) -> None:
             deadline = time.monotonic() + WAIT_S
             while True:
-                runs = sorted((out / "runs").glob("*")) if (out / "runs").is_dir() else []
-                ckpt = checkpoint_dir(runs[-1]) if runs and (runs[-1] / "snapshot" / "plan.json").is_file() else None
+                latest = latest_run_dir(out)
+                ckpt = checkpoint_dir(latest) if latest is not None else None
                 if ckpt is not None and checkpoints.tracked_step(ckpt) == 1:
                     break
                 assert running() and time.monotonic() < deadline, "the launch ended (or hung) before step 1's save"

@@ -45,7 +45,7 @@ import yaml
 
 from src.record.verl_metrics import read_metrics
 from src.trainer import time_limit
-from tests.helpers.launches import checkpoint_dir, metrics_files
+from tests.helpers.launches import checkpoint_dir, latest_run_dir, metrics_files
 from tests.helpers.loop_processes import launcher_pid
 
 from .lose_one_group import MARKER_ENV, MESSAGE as LOST_MESSAGE
@@ -99,8 +99,7 @@ class Launch:
         self.out = out
 
     def run_dir(self) -> Path | None:
-        runs = sorted((self.out / "runs").glob("*")) if (self.out / "runs").is_dir() else []
-        return runs[-1] if runs and (runs[-1] / "snapshot" / "plan.json").is_file() else None
+        return latest_run_dir(self.out)
 
     def checkpoint_dir(self) -> Path | None:
         run_dir = self.run_dir()
