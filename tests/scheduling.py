@@ -2,16 +2,12 @@
 
 Every test belongs to a group that one worker runs whole, in file order: its module, so a
 module-scoped fixture (a launch that many asserts read, a Ray cluster, a scorer service) is set up
-once, not once per worker. Some groups span modules: every test of the real Slurm dev cluster
-(tests/slurm/) runs on one worker (its jobs would otherwise queue behind each other's and miss their time
-bounds), tests/ray_actors shares one session-scoped project (a tiny policy, its data, verl's validated
-config) between its two modules, and the launches of the real training loop (tests/loop/) run in two
-groups, the learning runs with their controls (test_learn_*.py, two long launches each) and the rest. With
-one loop group its launches took 3,760 of `make test`'s 3,788 s (the CI of 3e8c315, the Slurm group 2,397 s):
-the other workers ran out of work while one launch at a time kept about 1.2 of the 2 cores busy
-(benches/RESULTS.md "Where a launch's CPU goes"). Two launches at once beside a Slurm job's would need more
-memory than the machine has: every launch holds its share of the memory gate (tests/helpers/memory_gate.py),
-which makes the third wait.
+once, not once per worker. Two groups span modules because they share one thing that cannot be
+split: every test of the real Slurm dev cluster (tests/slurm/) runs on one worker (its jobs would
+otherwise queue behind each other's and miss their time bounds), tests/ray_actors shares one
+session-scoped project (a tiny policy, its data, verl's validated config) between its two modules, and
+the launches of the real training loop (tests/loop/) run one after another: two at once would need
+2 x 6-9 GB beside the rest of the suite, and would slow each other past their deadlines.
 
 The groups are xdist's scopes: `pytest_xdist_make_scheduler` returns xdist's own LoadScopeScheduling
 with the scope taken from `group_of`. (xdist's `xdist_group` marks cannot do it under pytest 9: xdist
@@ -27,13 +23,10 @@ from __future__ import annotations
 import pytest
 
 # the longest groups on a 2-core machine (the CI log's "longest modules"), slowest first
-FIRST = ("slurm", "loop-learning", "loop", "ray_actors", "tests/launcher/test_smoke_tiny.py",
-         "tests/launcher/test_presets.py",
+FIRST = ("loop", "slurm", "ray_actors", "tests/launcher/test_smoke_tiny.py", "tests/launcher/test_presets.py",
          "tests/lifecycle/test_scorer_lifecycle.py",
          "tests/launcher/test_group_combinations.py", "tests/launcher/test_smoke.py")
-# the first prefix a test's path starts with names its group
-SPANNING = {"tests/slurm/": "slurm", "tests/ray_actors/": "ray_actors", "tests/loop/test_learn_": "loop-learning",
-            "tests/loop/": "loop"}
+SPANNING = {"tests/slurm/": "slurm", "tests/ray_actors/": "ray_actors", "tests/loop/": "loop"}
 # modules whose tests share nothing (no module-scoped fixture) and take long together: each test is its own
 # group, so the workers share them out (every algo preset's sweep of GPU and node counts: ~30 s per preset)
 SPLIT = ("tests/launcher/test_algo_presets.py",)

@@ -38,8 +38,11 @@ def present(tmp_dir: Path | None = None) -> set[str]:
 
 
 def in_use() -> set[str]:
-    """Files mapped (/proc/PID/maps) or open (/proc/PID/fd) by a process this user may inspect."""
-    used = set()
+    """Files mapped (/proc/PID/maps) or open (/proc/PID/fd) by a process this user may inspect, and the paths of
+    the unix sockets bound now (/proc/net/unix): another run's weight-sync socket in /tmp, bound by its sender for
+    the length of a sync, is no file descriptor's path, and removing it mid-sync would leave that run's vLLM
+    waiting for ever (src/verl_fixes/weight_sync_socket.py)."""
+    used = bound_sockets()
     for pid in (p for p in os.listdir("/proc") if p.isdigit()):
         with contextlib.suppress(OSError):
             with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as maps:
@@ -51,6 +54,15 @@ def in_use() -> set[str]:
                     used.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
     # a deleted file shows as "PATH (deleted)": gone already
     return used
+
+
+def bound_sockets() -> set[str]:
+    """The paths of the unix sockets bound in this network namespace (the last column of /proc/net/unix)."""
+    with contextlib.suppress(OSError):
+        with open("/proc/net/unix", encoding="utf-8", errors="replace") as table:
+            return {parts[7] for parts in (line.split() for line in table) if len(parts) >= 8
+                    and parts[7].startswith("/")}
+    return set()
 
 
 # a run stopped by a signal (a scorer dead for good, Ctrl-C): vLLM's engine processes, which Ray started

@@ -51,3 +51,24 @@ def test_files_from_before_the_run_are_not_ours():
         assert str(older) not in leftovers.remove() and older.exists()
     finally:
         older.unlink(missing_ok=True)
+
+
+def test_another_runs_bound_weight_sync_socket_stays_and_a_dead_ones_file_goes():
+    """A socket file is held by no file descriptor's path: a bound one (another run's sender mid-sync) is in
+    /proc/net/unix, and removing it would leave that run's vLLM waiting for ever."""
+    import socket
+
+    leftovers = Leftovers()
+    bound_path, dead_path = (f"/tmp/rl-colocate-zmq-test{uuid.uuid4().hex[:8]}-{n}.sock" for n in (0, 1))
+    bound, dead = socket.socket(socket.AF_UNIX), socket.socket(socket.AF_UNIX)
+    try:
+        bound.bind(bound_path)
+        dead.bind(dead_path)
+        dead.close()  # its file stays, as a killed sender's does
+        removed = leftovers.remove(grace_s=0.0)
+        assert bound_path not in removed and os.path.exists(bound_path)
+        assert dead_path in removed and not os.path.exists(dead_path)
+    finally:
+        bound.close()
+        for path in (bound_path, dead_path):
+            Path(path).unlink(missing_ok=True)
