@@ -60,7 +60,7 @@ def bound_sockets() -> set[str]:
     """The paths of the unix sockets bound in this network namespace (the last column of /proc/net/unix)."""
     with contextlib.suppress(OSError):
         with open("/proc/net/unix", encoding="utf-8", errors="replace") as table:
-            return {parts[7] for parts in (line.split() for line in table) if len(parts) >= 8
+            return {parts[7].rstrip("\n") for parts in (line.split(maxsplit=7) for line in table) if len(parts) >= 8
                     and parts[7].startswith("/")}
     return set()
 
