@@ -21,8 +21,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from src.verl_fixes.weight_sync_socket import PREFIX as _SOCKET
+
+_SOCKET_PATH = Path(_SOCKET.removeprefix("ipc://"))
 PATTERNS = ((Path("/dev/shm"), "psm_"), (Path("/dev/shm"), "verl_weights_"),
-            (Path(tempfile.gettempdir()), "vllm_dist_"), (Path("/tmp"), "rl-colocate-zmq-"))
+            (Path(tempfile.gettempdir()), "vllm_dist_"), (_SOCKET_PATH.parent, _SOCKET_PATH.name))
 
 
 def present(tmp_dir: Path | None = None) -> set[str]:

@@ -32,7 +32,7 @@ from src.config import override_grammar
 from src.plan.time_limit import REQUEUE_S
 from src.record.redact import scrub
 from src.trainer import checkpoints, time_limit
-from src.trainer.stop_reason import STOP_FILE_ENV
+from src.trainer import stop_reason
 
 from .console import Console
 from .leftovers import Leftovers
@@ -416,7 +416,7 @@ def run(command: list[str], env: dict, log_path: Path,
     stop_file = log_path.parent / "training_stop.txt"
     with contextlib.suppress(FileNotFoundError):
         stop_file.unlink()
-    env[STOP_FILE_ENV] = str(stop_file)
+    env[stop_reason.STOP_FILE_ENV] = str(stop_file)
     with open(log_path, "a", encoding="utf-8") as log:
         def say(line: str) -> None:
             print(line, flush=True)
@@ -428,8 +428,10 @@ def run(command: list[str], env: dict, log_path: Path,
         for w in watches:
             w.log = say
         if death is not None:
-            # processes end by design once the launcher or another watch stops training
-            death.quiet = lambda: stop.reason is not None or any(w.acting for w in watches if w is not death)
+            # processes end by design once the launcher or another watch stops training, or once the trainer
+            # stopped for a reason no death made (verl's unwinding then ends its workers: src/trainer/stop_reason.py)
+            death.quiet = lambda: (stop.reason is not None or any(w.acting for w in watches if w is not death)
+                                   or stop_reason.rules_out_a_death(stop_file))
         # the watch first: the services' processes (scorer, Ray head) inherit its signal block
         with (preempt or SigtermAsInterrupt()), (watch or contextlib.nullcontext()), \
                 (stall or contextlib.nullcontext()), (death or contextlib.nullcontext()), contextlib.ExitStack() as stack:
@@ -470,7 +472,7 @@ def run(command: list[str], env: dict, log_path: Path,
                     log.write(f"removed {len(removed)} files verl/vLLM left behind (src/node/leftovers.py): "
                               f"{', '.join(removed)}\n")
                 console.end(code)
-            stopped_itself = _read_stop(stop_file) if code != 0 else None
+            stopped_itself = stop_reason.read(stop_file) if code != 0 else None
             if stop.reason is None and stopped_itself is not None and death is not None:
                 # the trainer's guard stops on a step's failed rollouts, which a dead process makes (vLLM's engine:
                 # requests sent after its death fail at once): then the death is the fault, named as such, and a
@@ -514,10 +516,3 @@ def output_lines(stream: BinaryIO, poll_s: float = OUTPUT_POLL_S) -> Iterator[st
     if pending:
         yield pending
 
-
-def _read_stop(path: Path) -> str | None:
-    try:
-        text = path.read_text(encoding="utf-8").strip()
-    except OSError:
-        return None
-    return text.splitlines()[0] if text else None

@@ -96,9 +96,11 @@ def test_a_failed_saves_line_is_the_runs_stop_reason_unless_an_actor_died(tmp_pa
     """The line is left where the launcher reads the trainer's stop reason (src/trainer/stop_reason.py), so it is
     the run's `error:` line, not verl's exception after it or the transfer queue's end in verl's unwinding; the
     full disk's advice only where the disk was full. A save failed by a dead worker leaves none: the death watch
-    names the worker (src/node/deaths.py)."""
+    names the worker (src/node/deaths.py); the reason it leaves rules out a death, so the workers verl's unwinding ends
+    after it are not taken for the fault."""
     from ray.exceptions import ActorDiedError
 
+    from src.trainer import stop_reason
     from src.trainer.stop_reason import STOP_FILE_ENV
 
     ckpt = tmp_path / "ckpt"
@@ -111,7 +113,8 @@ def test_a_failed_saves_line_is_the_runs_stop_reason_unless_an_actor_died(tmp_pa
         (printed,) = capsys.readouterr().out.splitlines()
         assert printed.startswith("checkpoint: saving step 2 failed (") and printed.endswith(
             f"the last whole checkpoint is step 1 in {ckpt}")
-        assert stop_file.read_text() == f"{printed}; {free}run the same command again: it resumes from there\n"
+        assert stop_reason.read(stop_file) == f"{printed}; {free}run the same command again: it resumes from there"
+        assert stop_reason.rules_out_a_death(stop_file)
         stop_file.unlink()
     checkpoints.KeptWhole._undo_save(ckpt, 2, 1, ActorDiedError())
     assert capsys.readouterr().out.startswith("checkpoint: saving step 2 failed (") and not stop_file.exists()
