@@ -63,6 +63,9 @@ class _Server:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+        self.log.close()
+        if self.proc.returncode == 0 and os.path.getsize(self.log.name) == 0:
+            os.unlink(self.log.name)  # a server that ended cleanly and said nothing leaves no file in /tmp
 
     def run(self, module: str, argv: list[str], env: dict, cwd: str, timeout: float) -> subprocess.CompletedProcess:
         args = [sys.executable, "-m", module, *argv]
