@@ -21,6 +21,7 @@ need its process group start it with subprocess.Popen themselves.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import select
@@ -64,8 +65,10 @@ class _Server:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
         self.log.close()
-        if self.proc.returncode == 0 and os.path.getsize(self.log.name) == 0:
-            os.unlink(self.log.name)  # a server that ended cleanly and said nothing leaves no file in /tmp
+        # a server that ended cleanly and said nothing leaves no file in /tmp (a second stop finds it gone)
+        with contextlib.suppress(OSError):
+            if self.proc.returncode == 0 and os.path.getsize(self.log.name) == 0:
+                os.unlink(self.log.name)
 
     def run(self, module: str, argv: list[str], env: dict, cwd: str, timeout: float) -> subprocess.CompletedProcess:
         args = [sys.executable, "-m", module, *argv]
