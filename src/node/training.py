@@ -31,8 +31,7 @@ from typing import BinaryIO, Callable, ContextManager, Iterable, Iterator, Optio
 from src.config import override_grammar
 from src.plan.time_limit import REQUEUE_S
 from src.record.redact import scrub
-from src.trainer import checkpoints, time_limit
-from src.trainer import stop_reason
+from src.trainer import checkpoints, stop_reason, time_limit
 
 from .console import Console
 from .leftovers import Leftovers
