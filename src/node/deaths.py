@@ -19,10 +19,10 @@ actor was last seen in, the step after which it died and the checkpoint a relaun
 
 Not a death: processes ending after training ran its last step, after the launcher began to stop training (a
 service's failure, Ctrl-C, the stall guard, a time limit's or preemption's save: `quiet`), or after the trainer
-stopped for a reason no death made (a save that failed on a full disk: src/trainer/stop_reason.py; verl's unwinding
-then ends the FSDP workers, and a loaded machine sees that before the training command exits). Only this node's
-processes are seen: on a multi-node run, a death on another node ends the run through Ray (an actor's death) or
-the stall guard (a hang).
+stopped for a reason no death made (a save that failed on a full disk, DAPO's bound: src/trainer/stop_reason.py;
+verl's unwinding then ends the FSDP workers, and a loaded machine sees that before the training command exits).
+Only this node's processes are seen: on a multi-node run, a death on another node ends the run through Ray (an
+actor's death) or the stall guard (a hang).
 """
 from __future__ import annotations
 

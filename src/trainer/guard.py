@@ -69,9 +69,10 @@ def _service_hint() -> str:
     return f"QE scorer {url}, its log: {log}"
 
 
-def stop(reason: str) -> None:
-    """Leave the reason where the runner reads it, then stop the trainer."""
-    stop_reason.leave(reason)
+def stop(reason: str, *, rules_out_a_death: bool = False) -> None:
+    """Leave the reason where the runner reads it, then stop the trainer. `rules_out_a_death` for DAPO's bound only:
+    lost groups may follow a dead vLLM engine, so their stop leaves the death watch to judge (stop_reason.py)."""
+    stop_reason.leave(reason, rules_out_a_death=rules_out_a_death)
     raise TrainingGuardStop(reason)
 
 
@@ -79,7 +80,7 @@ class StepGuard:
     """The counting and the decisions, apart from verl's buffer so they read (and test) plainly."""
 
     def __init__(self, lost_groups_allowed: int, max_gen_batches: int, filter_metric: Optional[str],
-                 train_batch_size: int, on_stop: Callable[[str], None] = stop):
+                 train_batch_size: int, on_stop: Callable[..., None] = stop):
         self.lost_groups_allowed = lost_groups_allowed
         self.max_gen_batches = max_gen_batches
         self.filter_metric = filter_metric
@@ -147,7 +148,8 @@ class StepGuard:
                 f"that pass the filter; {self.filtered_share:.0%} of {len(self._classified)} finished groups were "
                 f"filtered because all their rollouts had the same {self.filter_metric!r} "
                 f"(algo.filter_groups.metric); bound: algo.filter_groups.max_num_gen_batches={self.max_gen_batches}. "
-                f"Raise the bound, or make rewards differ within a group (reward.round_decimals)")
+                f"Raise the bound, or make rewards differ within a group (reward.round_decimals)",
+                rules_out_a_death=True)   # too few groups pass the filter: counted here, no process died
         self._refilled_prompts += prompts
 
     @property

@@ -7,9 +7,10 @@ line, so the user reads the reason, not verl's traceback. Kept apart from guard.
 launcher reads the name without it. This module owns the file's format: the writer and the reader are both here.
 
 A reason may rule out a process's death as the stop's cause (a save that failed on a full disk, not on a dead
-actor): the processes that end after it end in verl's unwinding (its driver's exit takes the FSDP workers with it),
-and the launcher's death watch (src/node/deaths.py) must not take their ends for the fault. A reason that does not
-(the guard's lost groups, which a dead vLLM engine makes) leaves the death watch to judge.
+actor; DAPO's bound on resampling): the processes that end after it end in verl's unwinding (its driver's exit
+takes the FSDP workers with it), and the launcher's death watch (src/node/deaths.py) must not take their ends for
+the fault. A reason that does not (the guard's lost groups, which a dead vLLM engine makes) leaves the death watch
+to judge.
 """
 from __future__ import annotations
 

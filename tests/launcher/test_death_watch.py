@@ -34,7 +34,7 @@ time.sleep(0.8)   # seen alive by the watch
 for step in (1, 2):
     print(step_end_line(step, total=int(sys.argv[3])), flush=True)
     time.sleep(0.3)
-if sys.argv[7:] == ["first"]:   # a save that failed on a full disk (src/trainer/checkpoints.py), before the unwinding
+if sys.argv[7:] == ["first"]:   # a stop no death made (a full disk's save, DAPO's bound), before the unwinding
     from src.trainer import stop_reason
     stop_reason.leave(sys.argv[6], rules_out_a_death=True)
 if sys.argv[2] != "none":
@@ -52,14 +52,14 @@ sys.exit(int(sys.argv[5]))
 """
 
 
-def _run(tmp_path, titles, kill, total=10, then_s=60.0, code=0, guard_stop=None, save_failed=None):
+def _run(tmp_path, titles, kill, total=10, then_s=60.0, code=0, guard_stop=None, no_death_stop=None):
     """The trainer above under the death watch: (what run returned or raised, seconds, the watch, the helpers' pids
     as the log does not say them)."""
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir(exist_ok=True)
     watch = deaths.DeathWatch(str(ckpt), poll_s=0.2, grace_s=1.5)
     command = [sys.executable, "-c", TRAINER, ",".join(titles), str(kill), str(total), str(then_s), str(code)]
-    command += [guard_stop] if guard_stop else [save_failed, "first"] if save_failed else []
+    command += [guard_stop] if guard_stop else [no_death_stop, "first"] if no_death_stop else []
     t0 = time.monotonic()
     try:
         result = training.run(command, {**os.environ, "PYTHONPATH": str(REPO)}, tmp_path / "train.log", death=watch)
@@ -106,14 +106,18 @@ def test_a_guard_stop_that_follows_a_death_is_named_as_the_death(tmp_path):
            "rollout or reward calls (4 in this run, scorer.lost_groups_allowed=0)); no checkpoint" in line, line
 
 
-def test_workers_that_end_after_a_save_failed_on_a_full_disk_are_not_its_cause(tmp_path):
-    """A save that failed on a full disk (no actor died: src/trainer/checkpoints.py) leaves a reason that rules out a
-    death; verl's unwinding then ends the FSDP workers, which a loaded machine's scan sees before the training
-    command exits (the CI of ace55b0: "died: an FSDP worker ... died after step 1"), maybe past the grace. The
-    save's line stays the run's, and training is not stopped for it."""
-    line = "checkpoint: saving step 3 failed (the disk is full: 0 KiB free); run the same command again"
+@pytest.mark.parametrize("line", [
+    "checkpoint: saving step 3 failed (the disk is full: 0 KiB free); run the same command again",
+    "DAPO stopped at step 3: 11 generation batches drawn (88 prompts) without 8 groups that pass the filter; "
+    "bound: algo.filter_groups.max_num_gen_batches=10"])
+def test_workers_that_end_after_a_stop_no_death_made_are_not_its_cause(tmp_path, line):
+    """A save that failed on a full disk (no actor died: src/trainer/checkpoints.py), or DAPO's bound
+    (src/trainer/guard.py before_refill), leaves a reason that rules out a death; verl's unwinding then ends the FSDP
+    workers, which a loaded machine's scan sees before the training command exits (the CI of ace55b0: "died: an FSDP
+    worker ... died after step 1"), maybe past the grace. The stop's line stays the run's, and training is not
+    stopped for it."""
     with pytest.raises(training.ServiceFailure) as stopped:
-        _run(tmp_path, ["ray::WorkerDict", "ray::WorkerDict"], kill="0+1", then_s=3.0, code=1, save_failed=line)
+        _run(tmp_path, ["ray::WorkerDict", "ray::WorkerDict"], kill="0+1", then_s=3.0, code=1, no_death_stop=line)
     assert str(stopped.value) == line
     log = (tmp_path / "train.log").read_text()
     assert "woke up" in log and "death watch:" not in log   # it ended by itself, no death seen

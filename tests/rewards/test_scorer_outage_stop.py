@@ -40,8 +40,11 @@ def test_grpo_buffer_is_verls_sync_buffer_without_filter():
     assert buf.guard.lost_groups_allowed == 0 and buf.guard.max_gen_batches == 0
 
 
-def test_dapo_buffer_filters_on_the_rounded_score_and_is_bounded():
+def test_dapo_buffer_filters_on_the_rounded_score_and_is_bounded(monkeypatch, tmp_path):
+    from src.trainer import stop_reason
     from src.trainer.guard import TrainingGuardStop  # imports verl: only where used
+    stop_file = tmp_path / "training_stop.txt"
+    monkeypatch.setenv("QE_TRAINING_STOP_FILE", str(stop_file))
     cfg, buf, refills = _buffer("algo=dapo")
     assert buf.filter_groups_metric == "score_rounded" == cfg.algorithm.filter_groups.metric
     assert buf.gen_batch_size == 1 and buf.guard.max_gen_batches == 10
@@ -58,9 +61,12 @@ def test_dapo_buffer_filters_on_the_rounded_score_and_is_bounded():
     assert msg.startswith("DAPO stopped at step 7: 10 generation batches drawn")
     assert "100% of 48 finished groups were filtered" in msg and "'score_rounded'" in msg
     assert "algo.filter_groups.max_num_gen_batches=10" in msg
+    # no process died: the FSDP workers that verl's unwinding ends after it are not the cause (src/node/deaths.py)
+    assert stop_reason.read(stop_file) == msg and stop_reason.rules_out_a_death(stop_file)
 
 
 def test_lost_group_stops_at_once_by_default_and_names_the_scorer(monkeypatch, tmp_path):
+    from src.trainer import stop_reason
     from src.trainer.guard import StepGuard, TrainingGuardStop  # imports verl: only where used
     monkeypatch.setenv("QE_SCORER_URL", "http://127.0.0.1:4711")
     monkeypatch.setenv("QE_SCORER_LOG", "/runs/x/scorer/node-0.log")
@@ -76,6 +82,7 @@ def test_lost_group_stops_at_once_by_default_and_names_the_scorer(monkeypatch, t
     assert msg.startswith("training stopped at step 3: 1 training group(s) lost")
     assert "http://127.0.0.1:4711" in msg and "/runs/x/scorer/node-0.log" in msg
     assert stop_file.read_text().strip() == msg
+    assert not stop_reason.rules_out_a_death(stop_file)   # a dead vLLM engine makes lost groups: the watch judges
 
 
 def test_a_budget_counts_lost_groups_per_step_and_per_run():
