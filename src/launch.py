@@ -11,6 +11,7 @@ the app (src/pipeline/run.py `hydra_task`) for one run, or its launcher for a sw
 """
 from __future__ import annotations
 
+import contextlib
 import sys
 
 from src import config, pipeline
@@ -51,9 +52,10 @@ def usage() -> str:
     ])
 
 
-def check(argv: list[str]) -> int | None:
+def check(argv: list[str]) -> int | pipeline.Checked | None:
     """The command line's refusals and the pre-launch check: an exit code when the launch stops
-    here (one `error:` line printed), None when Hydra should run it. Writes nothing."""
+    here (one `error:` line printed), else what the check found for Hydra to run (None: no check, for
+    Hydra's flags that print instead of running). Writes nothing."""
     flags = [a for a in argv if a.startswith("-")]
     if "--resume" in flags and "--from-snapshot" not in flags:
         print("error: --resume continues a past run and needs its snapshot: --from-snapshot "
@@ -74,11 +76,10 @@ def check(argv: list[str]) -> int | None:
     if any(f in _INFO_FLAGS or f.startswith("--info") for f in flags):
         return None
     try:
-        pipeline.precheck(overrides, multirun=any(f in ("--multirun", "-m") for f in flags))
+        return pipeline.check_launch(overrides, multirun=any(f in ("--multirun", "-m") for f in flags))
     except pipeline.UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return pipeline.USAGE_EXIT
-    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,9 +112,9 @@ def _main(argv: list[str] | None) -> int:
     argv, note = pipeline.on_cpu_without_gpu(argv)
     if note:
         print(note)
-    code = check(argv)
-    if code is not None:
-        return code
+    checked = check(argv)
+    if isinstance(checked, int):
+        return checked
     if resuming:
         print(resuming, flush=True)
 
@@ -124,8 +125,11 @@ def _main(argv: list[str] | None) -> int:
     # reference, so a Slurm job imports it from its code snapshot
     entry = hydra.main(config_path=str(config.CONF_DIR), config_name="config", version_base="1.3")(pipeline.hydra_task)
     sys.argv = [sys.argv[0], *argv]
+    # the check composed these overrides: Hydra need not compose them once more only to read the run mode
+    known = config.mode_known(checked.hydra_mode) if checked is not None else contextlib.nullcontext()
     try:
-        entry()
+        with known:
+            entry()
     except SystemExit:
         # a local sweep stopped (an interrupt) or ended in a bug Hydra reported: what its jobs did so far
         pipeline.finish_local_sweep()

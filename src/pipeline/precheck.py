@@ -11,8 +11,9 @@ from __future__ import annotations
 import os
 import re
 import shutil
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from omegaconf import OmegaConf
 
@@ -36,13 +37,26 @@ from .errors import UsageError
 SLURM_LAUNCHER = "hydra_plugins.qe_rl.slurm_launcher.QeRlSlurmLauncher"
 
 
+@dataclass(frozen=True)
+class Checked:
+    """What the pre-launch check found: the number of jobs, and `hydra.mode` as the config sets it (None
+    unless a config or override sets it: Hydra then runs one job, or a sweep with --multirun)."""
+    jobs: int
+    hydra_mode: Any
+
+
 def precheck(overrides: list[str], multirun: bool, environ: dict | None = None, ask_slurm: bool = True,
              quiet: bool = False, look_for_inputs: bool = True) -> int:
+    """The number of jobs `check_launch` checked (raises as it does)."""
+    return check_launch(overrides, multirun, environ, ask_slurm, quiet, look_for_inputs).jobs
+
+
+def check_launch(overrides: list[str], multirun: bool, environ: dict | None = None, ask_slurm: bool = True,
+                 quiet: bool = False, look_for_inputs: bool = True) -> Checked:
     """Compose and plan every combination (and its Slurm request when hydra/launcher=slurm, which
     Slurm itself checks with `sbatch --test-only` unless ask_slurm=False, after the files the jobs
     read were found on this machine unless look_for_inputs=False); raise UsageError on the first bad
-    one. Returns the number of jobs. Prints a `note:` for each input a Slurm job reads that this
-    machine cannot check (unless quiet)."""
+    one. Prints a `note:` for each input a Slurm job reads that this machine cannot check (unless quiet)."""
     environ = dict(os.environ if environ is None else environ)
     try:
         refusal = added_key_refusal(overrides)
@@ -125,7 +139,7 @@ def precheck(overrides: list[str], multirun: bool, environ: dict | None = None, 
         raise
     except Exception as exc:  # Hydra's composition, schema and override-grammar errors
         raise UsageError(_explained(exc, overrides, multirun, environ)) from None
-    return len(combos)
+    return Checked(len(combos), base.hydra.mode)
 
 
 def _explained(exc: BaseException, overrides: list[str], multirun: bool, environ: dict) -> str:

@@ -179,3 +179,33 @@ def test_our_config_composed_on_reused_choices_is_hydras_composition(overrides):
         plain.pop("hydra", None)
         out.append((plain, OmegaConf.is_struct(cfg)))
     assert out[1] == out[0]
+
+
+def test_a_launch_composes_no_config_only_for_hydras_run_mode(monkeypatch, tmp_path, capsys):
+    """A Hydra app composes the whole config in MULTIRUN mode only to read `hydra.mode` (Hydra.get_mode), then
+    composes it again to run; the launcher hands it the mode its pre-launch check read (hydra_internal.mode_known),
+    so a dry run composes nothing in that mode. A config that sets the mode still has it: `hydra.mode=MULTIRUN`
+    without --multirun is a sweep of one job, as Hydra makes it."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra.types import RunMode
+
+    from src import launch
+
+    modes = []
+    composes = ConfigLoaderImpl.load_configuration
+
+    def seen(self, *args, **kwargs):  # every composition of a Hydra config, with the mode it is made for
+        modes.append(kwargs["run_mode"] if "run_mode" in kwargs else args[2])
+        return composes(self, *args, **kwargs)
+
+    monkeypatch.setattr(ConfigLoaderImpl, "load_configuration", seen)
+    common = ["reward=comet", "gpus=2", f"paths.output_dir={tmp_path}/out", f"paths.results_root={tmp_path}/res",
+              "dry_run=true"]
+    assert launch.main(common) == 0, capsys.readouterr().err
+    assert RunMode.RUN in modes and RunMode.MULTIRUN not in modes, modes
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["runs"]
+
+    modes.clear()
+    assert launch.main([*common, "hydra.mode=MULTIRUN"]) == 0, capsys.readouterr().err
+    assert (tmp_path / "out" / "multirun").is_dir() and modes.count(RunMode.MULTIRUN) == 1, modes  # the sweep's own
+    assert [p.name for p in (tmp_path / "out" / "multirun").glob("*/multirun.yaml")] == ["multirun.yaml"]
