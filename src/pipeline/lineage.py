@@ -15,6 +15,7 @@ from src.plan import RunPlan, build_plan, earlier_names, run_names, with_identit
 from src.record import identity
 from src.record.reward_weights import TRAIN_WEIGHTS_KEY
 
+from . import baseline_cache
 from .errors import UsageError
 from .preset import preset_of
 from .replay import Replay
@@ -78,16 +79,24 @@ def baseline_identity(plan: RunPlan, preset: str | None = None,
 
 @functools.lru_cache(maxsize=64)
 def _baseline(base: tuple[str, ...], gpu_memory_gb: float) -> tuple | None:
-    # remembered per process: a sweep's jobs (and its pre-launch check) share a few baselines, each a
-    # Hydra composition and a plan (about half a second)
+    # remembered per process (a sweep's jobs share a few baselines) and on disk (every launch of the same preset,
+    # model, reward, algo, GPU count and seed reads the same one): each is a Hydra composition, a plan and verl's
+    # config, about half a second
+    return baseline_cache.remembered(base, gpu_memory_gb, lambda: _composed_baseline(base, gpu_memory_gb))
+
+
+def _composed_baseline(base: tuple[str, ...], gpu_memory_gb: float) -> tuple[tuple | None, bool]:
+    """(the baseline identity's items or None, whether they may be stored: not when reward plugins, files outside
+    the code, made them)."""
     try:
         cfg = config.compose_config_in_app(list(base))  # a run is a Hydra app's job
         # the GPU size the launcher read (used where memory.gpu_gb is null): the baseline of this machine
         base_plan = build_plan(cfg, run_dir="baseline", gpu_memory_gb=gpu_memory_gb)
         verl_cfg = verl_config.unvalidated(base_plan, cfg)
     except Exception:  # noqa: BLE001 - any config this run's own did not need: the name falls back to the seed
-        return None
-    return tuple(identity.identity(OmegaConf.to_container(verl_cfg, resolve=True), scorer_models(base_plan)).items())
+        return None, False
+    found = identity.identity(OmegaConf.to_container(verl_cfg, resolve=True), scorer_models(base_plan))
+    return tuple(found.items()), not (cfg.get("reward") or {}).get("plugins")
 
 
 def names_read(plan: RunPlan, preset: str | None, ident: dict, baseline: dict | None) -> list:

@@ -13,7 +13,8 @@ launcher, cached or not (src/verl_config/ppo_trainer.py validate says why).
 
     QE_RL_CACHE_DIR      where entries live (default: $XDG_CACHE_HOME/qe_rl or ~/.cache/qe_rl)
     QE_RL_VERL_CACHE=0   compose and validate with verl every time (e.g. while editing verl in
-                         place: the key has verl's version and install path, not its file contents)
+                         place: the key has verl's version and install path, not its file contents);
+                         the run name's baseline (src/pipeline/baseline_cache.py) is computed every time too
 """
 from __future__ import annotations
 
@@ -39,24 +40,26 @@ CHECK_CODE = ("src/verl_config/ppo_trainer.py", "src/verl_config/checks.py", "sr
 _ROOT = Path(__file__).resolve().parents[2]
 
 
-def cache_dir() -> Optional[Path]:
-    """None when the cache is switched off."""
+def cache_dir(kind: str = "verl") -> Optional[Path]:
+    """Where entries of `kind` live (verl's here; src/pipeline/baseline_cache.py keeps its own beside them);
+    None when the cache is switched off."""
     if os.environ.get(ENV_SWITCH, "1").strip().lower() in ("0", "off", "false", "no"):
         return None
     if os.environ.get(ENV_DIR):
-        return Path(os.environ[ENV_DIR]) / "verl"
+        return Path(os.environ[ENV_DIR]) / kind
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "qe_rl" / "verl"
+    return base / "qe_rl" / kind
 
 
-def _verl_identity() -> str:
+def verl_identity() -> str:
+    """The installed verl as a key holds it: its version and where it is (its config files ship with it)."""
     spec = importlib.util.find_spec("verl")  # finds the package without importing it (torch)
     origin = list(spec.submodule_search_locations)[0] if spec and spec.submodule_search_locations else "?"
     return f"verl {importlib.metadata.version('verl')} at {origin}"
 
 
 def _hash(kind: str, *parts: bytes) -> str:
-    h = hashlib.sha256(f"{kind} format {FORMAT}\n{_verl_identity()}\n".encode())
+    h = hashlib.sha256(f"{kind} format {FORMAT}\n{verl_identity()}\n".encode())
     for part in parts:
         h.update(part + b"\0")
     return h.hexdigest()
@@ -89,14 +92,14 @@ def composed(override_list: list[str], compose: Callable[[list[str]], DictConfig
     """verl's composed config for these overrides: from the cache, or `compose` and store it.
     Stored unresolved (interpolations as verl wrote them), as JSON (a YAML parse of verl's config
     costs more than composing it), and read back in struct mode, as Hydra returns it."""
-    path = _entry(composition_key(override_list))
-    body = _read(path)
+    path = entry(composition_key(override_list))
+    body = read_entry(path)
     if body is not None and isinstance(body.get("config"), dict):
         cfg = OmegaConf.create(body["config"])
         OmegaConf.set_struct(cfg, True)
         return cfg
     cfg = compose(override_list)
-    _store(path, {"format": FORMAT, "verl": _verl_identity(),
+    store_entry(path, {"format": FORMAT, "verl": verl_identity(),
                   "config": OmegaConf.to_container(cfg, resolve=False)})
     return cfg
 
@@ -104,42 +107,49 @@ def composed(override_list: list[str], compose: Callable[[list[str]], DictConfig
 def validated(cfg: DictConfig, run_verl: Callable[[DictConfig], None]) -> bool:
     """Run `run_verl` (which raises on a refusal) unless a pass with the same key is stored.
     Returns True when the verdict was stored."""
-    path = _entry(verdict_key(cfg))
-    body = _read(path)
+    path = entry(verdict_key(cfg))
+    body = read_entry(path)
     if body is not None and body.get("verdict") == "pass":
         return True
     run_verl(cfg)
-    _store(path, {"format": FORMAT, "verl": _verl_identity(), "verdict": "pass"})
+    store_entry(path, {"format": FORMAT, "verl": verl_identity(), "verdict": "pass"})
     return False
 
 
-def _entry(key: str) -> Optional[Path]:
-    folder = cache_dir()
+def entry(key: str, kind: str = "verl") -> Optional[Path]:
+    """The file of the entry `key` of `kind`; None when the cache is switched off."""
+    folder = cache_dir(kind)
     return None if folder is None else folder / f"{key}.json"
 
 
-def _read(path: Optional[Path]) -> Optional[dict]:
-    """The entry, or None when absent, switched off or unreadable (then it is computed again and
-    overwritten)."""
+def read_entry(path: Optional[Path], fmt: int = FORMAT) -> Optional[dict]:
+    """The entry, or None when absent, switched off, of another format or unreadable (then it is computed
+    again and overwritten)."""
     if path is None or not path.is_file():
         return None
     try:
         body = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return body if isinstance(body, dict) and body.get("format") == FORMAT else None
+    return body if isinstance(body, dict) and body.get("format") == fmt else None
 
 
-def _store(path: Optional[Path], body: dict) -> None:
-    """Atomic (a reader sees the whole entry or none); a cache that cannot be written is skipped:
-    the launch does not fail for it."""
+def store_entry(path: Optional[Path], body: dict) -> None:
+    """Atomic (a reader sees the whole entry or none); a cache that cannot be written (or a body JSON cannot
+    hold) is skipped: the launch does not fail for it."""
     if path is None:
         return
+    try:
+        text = json.dumps(body)
+    except (TypeError, ValueError):
+        return
+    tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(body, f)
+            f.write(text)
         os.replace(tmp, path)
     except OSError:
-        pass
+        if tmp is not None:  # a full disk: no half-written file left beside the entries
+            Path(tmp).unlink(missing_ok=True)
