@@ -73,8 +73,6 @@ def remembered(base: tuple[str, ...], gpu_memory_gb: Optional[float],
     if body is not None and isinstance(body.get("identity"), list):
         return tuple((k, v) for k, v in body["identity"])
     items, storable = compute()
-    stored = [list(item) for item in items] if items is not None and storable else None
-    # only what JSON gives back as it was (a tuple comes back a list, an int key a string: another identity)
-    if stored is not None and json.loads(json.dumps(stored)) == stored:
-        cache.store_entry(path, {"format": FORMAT, "identity": stored})
+    if items is not None and storable:   # stored only as JSON gives it back (cache.store_entry)
+        cache.store_entry(path, {"format": FORMAT, "identity": [list(item) for item in items]})
     return items

@@ -135,13 +135,16 @@ def read_entry(path: Optional[Path], fmt: int = FORMAT) -> Optional[dict]:
 
 
 def store_entry(path: Optional[Path], body: dict) -> None:
-    """Atomic (a reader sees the whole entry or none); a cache that cannot be written (or a body JSON cannot
-    hold) is skipped: the launch does not fail for it."""
+    """Atomic (a reader sees the whole entry or none); a cache that cannot be written is skipped: the launch does
+    not fail for it. So is a body JSON would not give back as it was (a value it cannot hold; a tuple, which comes
+    back a list; an int key, which comes back a string): a reader would get another config or identity."""
     if path is None:
         return
     try:
         text = json.dumps(body)
     except (TypeError, ValueError):
+        return
+    if json.loads(text) != body:
         return
     tmp = None
     try:

@@ -136,3 +136,13 @@ def test_the_checkpoint_dir_alone_does_not_change_the_key(cache):
     other = cfg.copy()
     OmegaConf.update(other, "actor_rollout_ref.model.path", "/elsewhere/model")
     assert verl_cache.verdict_key(other) != base
+
+
+@pytest.mark.parametrize("value", [(1, 2), {1: "a"}, object()], ids=["tuple", "int-key", "not-json"])
+def test_a_body_json_would_not_give_back_as_it_was_is_not_stored(tmp_path, value):
+    """A tuple comes back a list, an int key a string: a reader would get another config or identity."""
+    path = tmp_path / "entry.json"
+    verl_cache.store_entry(path, {"format": verl_cache.FORMAT, "value": value})
+    assert list(tmp_path.iterdir()) == []
+    verl_cache.store_entry(path, {"format": verl_cache.FORMAT, "value": [1, 2]})
+    assert verl_cache.read_entry(path) == {"format": verl_cache.FORMAT, "value": [1, 2]}
