@@ -2,6 +2,7 @@
 validating all 24 reward x algo x gpus combinations in one process.
 
     .venv/bin/python benches/plan.py [--repeats 5]
+    .venv/bin/python benches/plan.py --against <another checkout> --repeats 10
 
 The dry run is timed with an empty verl cache first (src/verl_config/cache.py: composition and verdict
 computed by verl), then --repeats times as a user's later launches run (the cache filled by the
@@ -16,25 +17,47 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 DRY_RUN = ["reward=comet", "algo=dapo", "gpus=3", "model=qwen2.5_7b", "dry_run=true"]
 
 
-def _timed(args: list[str], env: dict) -> float:
+def _timed(args: list[str], env: dict, root: Path = ROOT) -> float:
     start = time.perf_counter()
-    subprocess.run([sys.executable, *args], cwd=ROOT, check=True, capture_output=True, env=env)
+    subprocess.run([sys.executable, *args], cwd=root, check=True, capture_output=True, env=env)
     return time.perf_counter() - start
+
+
+def _dry_run(root: Path, tmp: str, name: str) -> Callable[[], float]:
+    """One dry run of the checkout at `root`, its own caches and output dir under `tmp`."""
+    env = dict(os.environ, QE_RL_CACHE_DIR=f"{tmp}/{name}-cache")
+    args = ["-m", "src.launch", *DRY_RUN, f"paths.output_dir={tmp}/{name}-o", f"paths.results_root={tmp}/r"]
+    return lambda: _timed(args, env, root)
 
 
 def dry_run_seconds(repeats: int) -> tuple[float, list[float]]:
     """(cold, [warm ...]) seconds."""
     with tempfile.TemporaryDirectory() as tmp:
-        env = dict(os.environ, QE_RL_CACHE_DIR=f"{tmp}/cache")
-        args = ["-m", "src.launch", *DRY_RUN, f"paths.output_dir={tmp}/o", f"paths.results_root={tmp}/r"]
-        cold = _timed(args, env)
-        return cold, [_timed(args, env) for _ in range(repeats)]
+        run = _dry_run(ROOT, tmp, "here")
+        cold = run()
+        return cold, [run() for _ in range(repeats)]
+
+
+def against_seconds(other: Path, repeats: int) -> dict[str, list[float]]:
+    """Warm dry runs of another checkout (`other`, e.g. a `git worktree` of an earlier commit) and of this one,
+    alternated round by round (the order flipped every round) after one cold run each: the machine's speed drifts
+    by more than a change to the launcher moves a dry run."""
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = {"other": _dry_run(other, tmp, "other"), "this": _dry_run(ROOT, tmp, "this")}
+        for run in runs.values():
+            run()
+        times: dict[str, list[float]] = {name: [] for name in runs}
+        for r in range(repeats):
+            for name in (list(runs) if r % 2 == 0 else list(runs)[::-1]):
+                times[name].append(runs[name]())
+        return times
 
 
 def all_combinations_seconds() -> float:
@@ -58,8 +81,18 @@ print(time.perf_counter() - t0)
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--against", type=Path, help="another checkout: its dry run and this one's, alternated")
     args = parser.parse_args()
     load = os.getloadavg()[0]
+    if args.against is not None:
+        times = against_seconds(args.against, args.repeats)
+        print(f"load average at start {load:.2f}; dry run: python -m src.launch {' '.join(DRY_RUN)}")
+        for name, root in (("other", args.against), ("this", ROOT)):
+            ts = times[name]
+            print(f"{name} ({root}): median {statistics.median(ts):.2f} s  (min {min(ts):.2f}, max {max(ts):.2f}, "
+                  f"n={len(ts)})")
+        print(f"ratio this/other: {statistics.median(times['this']) / statistics.median(times['other']):.2f}")
+        return
     cold, dry = dry_run_seconds(args.repeats)
     combos = [all_combinations_seconds() for _ in range(max(1, args.repeats // 2))]
     print(f"load average at start {load:.2f}; dry run: python -m src.launch {' '.join(DRY_RUN)}")
