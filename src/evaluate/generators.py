@@ -28,6 +28,8 @@ from .testset import TestRow
 # the CPU loop's vLLM engine settings, as verl keys (conf/accelerator/cpu.yaml): the generation's engine gets them too
 _ENGINE_KEYS = "actor_rollout_ref.rollout.engine_kwargs.vllm."
 _EAGER_KEY = "actor_rollout_ref.rollout.enforce_eager"
+# the dtype the run's vLLM computes in (float32 on CPU: bf16 matmuls are slow on CPUs without AVX-512 bf16)
+_DTYPE_KEY = "actor_rollout_ref.rollout.dtype"
 
 
 class Generator(Protocol):
@@ -153,6 +155,8 @@ class CpuLoopEnv:
         self.engine_kwargs = {k[len(_ENGINE_KEYS):]: v for k, v in verl.items() if k.startswith(_ENGINE_KEYS)}
         if _EAGER_KEY in verl:
             self.engine_kwargs["enforce_eager"] = bool(verl[_EAGER_KEY])
+        if _DTYPE_KEY in verl:
+            self.engine_kwargs["dtype"] = str(verl[_DTYPE_KEY])
 
     @classmethod
     def composed(cls) -> "CpuLoopEnv":

@@ -55,6 +55,7 @@ import os
 from typing import Callable, Optional
 
 from src.trainer import reward_metrics, stop_reason
+from src.trainer.poll import PollBackoff
 
 METRIC_PREFIX = "training_guard"
 
@@ -193,6 +194,8 @@ class GuardedReplayBuffer(_buffer_base()):
         self.guard = StepGuard(int(kw["lost_groups_allowed"]), int(kw.get("max_gen_batches", 0)), metric,
                                train_batch_size)
         self._partition = "train"
+        # verl's interval (2 s) as the longest wait; each sample() starts short (src/trainer/poll.py)
+        self._polls = PollBackoff(cap_s=float(self.poll_interval))
         # the training log says which rules hold (and tests/loop/test_reward_paths.py that verl built this class in
         # the TaskRunner actor)
         dapo = (f"DAPO on {metric!r}, at most {self.guard.max_gen_batches} generation batches per step"
@@ -231,8 +234,15 @@ class GuardedReplayBuffer(_buffer_base()):
         self.guard.classified(filtered, set(self._dapo_classification_cache[partition_id]))
         return filtered, counts
 
+    def _wait_for_next_poll(self, partition_id, last_debug_time):
+        # verl's method sleeps self.poll_interval (replay_buffer.py, ReplayBuffer._wait_for_next_poll) and logs what
+        # is pending now and then: the interval is set for each wait, the rest is verl's
+        self.poll_interval = self._polls.next()
+        return super()._wait_for_next_poll(partition_id, last_debug_time)
+
     def sample(self, global_steps, partition_id, batch_size):
         self._partition = partition_id
+        self._polls.reset()
         self.guard.begin(partition_id, global_steps)
         batch, metrics = super().sample(global_steps=global_steps, partition_id=partition_id, batch_size=batch_size)
         if partition_id != "val":

