@@ -26,10 +26,16 @@ TRAINER = """
 import os, signal, subprocess, sys, time
 from src.trainer.progress import step_end_line
 titles = sys.argv[1].split(",")
+# each helper lives until 2 s after the trainer has ended (it polls its parent), when the runner has long seen the
+# trainer's exit and stopped scanning: a helper the trainer killed on its way out would be a death whenever a scan of
+# a loaded machine fell between the kill and the exit (the CI of 81d54f5). Their output goes nowhere, so they hold no
+# pipe of the run's open
+UNTIL_PARENT_ENDS = f"while os.getppid() == {os.getpid()}:\\n    time.sleep(0.1)\\ntime.sleep(2)"
 # "fork:<title>": a process with that title that forks a child (which carries the title) ending after 1.5 s
-FORKS = "import os, time\\nif os.fork() == 0:\\n    time.sleep(1.5)\\n    os._exit(0)\\ntime.sleep(300)"
-helpers = [subprocess.Popen(["bash", "-c", f"exec -a '{t[5:]}' {sys.executable} -c '{FORKS}'"] if t.startswith("fork:")
-                            else ["bash", "-c", f"exec -a '{t}' sleep 300"]) for t in titles]
+FORKS = "if os.fork() == 0:\\n    time.sleep(1.5)\\n    os._exit(0)\\n"
+helpers = [subprocess.Popen(["bash", "-c", f"exec -a '{t.removeprefix('fork:')}' {sys.executable} -c 'import os, time\\n"
+                             f"{FORKS if t.startswith('fork:') else ''}{UNTIL_PARENT_ENDS}'"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for t in titles]
 time.sleep(0.8)   # seen alive by the watch
 for step in (1, 2):
     print(step_end_line(step, total=int(sys.argv[3])), flush=True)
@@ -44,8 +50,6 @@ if sys.argv[2] != "none":
     print("trainer: a helper was killed", flush=True)
 time.sleep(float(sys.argv[4]))
 print("trainer: woke up", flush=True)
-for h in helpers:   # they hold the output open
-    h.kill()
 if sys.argv[6:7] and not sys.argv[7:]:   # the trainer's guard stops with its reason (src/trainer/guard.py stop)
     open(os.environ["QE_TRAINING_STOP_FILE"], "w").write(sys.argv[6] + "\\n")
 sys.exit(int(sys.argv[5]))
