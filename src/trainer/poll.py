@@ -4,8 +4,8 @@ verl's sync replay buffer waits for a step's groups by polling TransferQueue's m
 seconds, 2.0 by default (verl/trainer/ppo/v1/replay_buffer.py, ReplayBuffer.sample -> _wait_for_next_poll, which
 sleeps `self.poll_interval`; trainer_base.py _build_replay_buffer passes none, so the default holds). A step's
 generation therefore looks like a whole number of 2-s waits: with the tiny models of the CPU loop `timing_s/gen`
-read 2.03 or 4.04 s every step, and validation waited the same way (benches/RESULTS.md "The replay buffer's
-poll"). On a GPU a step's generation takes tens of seconds, and the wait past its end is a second on average.
+read 2.03 or 4.04 s every step, and validation waited the same way (benches/RESULTS.md "bf16 on a CPU, and the
+replay buffer's poll"). On a GPU a step's generation takes tens of seconds, and the wait past its end is a second on average.
 
 `PollBackoff` makes each wait a tenth of the time the sample() call has waited so far, at least 50 ms and at most
 verl's interval: a generation is seen at most a tenth of its length (or 50 ms) after it ends, and one that takes
