@@ -27,9 +27,10 @@ from .testset import TestRow
 
 # the CPU loop's vLLM engine settings, as verl keys (conf/accelerator/cpu.yaml): the generation's engine gets them too
 _ENGINE_KEYS = "actor_rollout_ref.rollout.engine_kwargs.vllm."
-_EAGER_KEY = "actor_rollout_ref.rollout.enforce_eager"
-# the dtype the run's vLLM computes in (float32 on CPU: bf16 matmuls are slow on CPUs without AVX-512 bf16)
-_DTYPE_KEY = "actor_rollout_ref.rollout.dtype"
+# rollout keys verl hands vLLM as engine arguments (verl/workers/rollout/vllm_rollout/vllm_async_server.py,
+# launch_server): eager mode, and the dtype the run's vLLM computes in (float32 on CPU: conf/accelerator/cpu.yaml)
+_ROLLOUT_ARGS = {"actor_rollout_ref.rollout.enforce_eager": ("enforce_eager", bool),
+                 "actor_rollout_ref.rollout.dtype": ("dtype", str)}
 
 
 class Generator(Protocol):
@@ -153,10 +154,7 @@ class CpuLoopEnv:
         self.env = {k: str(v) for k, v in (accelerator.get("env") or {}).items()}
         verl = accelerator.get("verl") or {}
         self.engine_kwargs = {k[len(_ENGINE_KEYS):]: v for k, v in verl.items() if k.startswith(_ENGINE_KEYS)}
-        if _EAGER_KEY in verl:
-            self.engine_kwargs["enforce_eager"] = bool(verl[_EAGER_KEY])
-        if _DTYPE_KEY in verl:
-            self.engine_kwargs["dtype"] = str(verl[_DTYPE_KEY])
+        self.engine_kwargs.update({arg: kind(verl[key]) for key, (arg, kind) in _ROLLOUT_ARGS.items() if key in verl})
 
     @classmethod
     def composed(cls) -> "CpuLoopEnv":
