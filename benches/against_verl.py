@@ -42,6 +42,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benches.launches import learn_tiny_overrides  # noqa: E402
 from src.node import startup  # noqa: E402
 
 RUN_TIMEOUT_S = 1200
@@ -59,18 +60,12 @@ def _steps(metrics: Path) -> dict[int, dict]:
     return out
 
 
-def _overrides(build_dir: Path, out: Path, steps: int) -> list[str]:
-    return ["experiment=learn_tiny", "accelerator=cpu", f"model.build_dir={build_dir}", f"paths.output_dir={out}",
-            f"trainer.total_training_steps={steps}", "trainer.val_before_train=false", "trainer.test_freq=1000",
-            "trainer.save_freq=1000", "learn.enable=false"]
-
-
 def project_run(work: Path, build_dir: Path, steps: int) -> dict:
     """The launcher, to the end of its steps."""
     out = Path(tempfile.mkdtemp(prefix="project-", dir=work))
     env = dict(os.environ, RAY_TMPDIR=tempfile.mkdtemp(prefix="qerl-ray-", dir="/tmp"))
     with open(out / "launch.log", "w") as log:
-        code = subprocess.run([sys.executable, "-m", "src.launch", *_overrides(build_dir, out, steps)], cwd=REPO,
+        code = subprocess.run([sys.executable, "-m", "src.launch", *learn_tiny_overrides(build_dir, out, steps)], cwd=REPO,
                               env=env, stdout=log, stderr=subprocess.STDOUT, timeout=RUN_TIMEOUT_S).returncode
     run_dirs = sorted((out / "runs").glob("*"))
     if code != 0 or not run_dirs:

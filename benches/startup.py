@@ -30,6 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benches.launches import own_temp_env  # noqa: E402
 from src.node import startup  # noqa: E402
 
 ROUND_TIMEOUT_S = 900
@@ -46,10 +47,7 @@ def machine_cpu_s() -> float:
 def one_round(experiment: str, work: Path, build_dir: Path, extra: list[str]) -> dict:
     """One launch, stopped after its first step: its phases and the load average around it."""
     out = Path(tempfile.mkdtemp(prefix=f"{experiment}-", dir=work))
-    # a temp dir of its own, as every launch of the tests has (tests/loop/conftest.py): what a launch caches there
-    # (inductor's kernels by default) is paid again, as CI pays it
-    env = dict(os.environ, RAY_TMPDIR=tempfile.mkdtemp(prefix="qerl-ray-", dir="/tmp"),
-               TMPDIR=tempfile.mkdtemp(prefix="qerl-tmp-", dir="/tmp"))
+    env = own_temp_env()
     cmd = [sys.executable, "-m", "src.launch", f"experiment={experiment}", "accelerator=cpu",
            f"model.build_dir={build_dir}", f"paths.output_dir={out}", *extra]
     load_before = os.getloadavg()

@@ -24,6 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benches.launches import learn_tiny_overrides, own_temp_env  # noqa: E402
 from src.record.verl_metrics import read_metrics  # noqa: E402
 
 KEYS = ("step", "gen", "old_log_prob", "ref", "adv", "update_actor", "update_weights", "testing")
@@ -53,11 +54,9 @@ def matmul_ms(python: Path) -> str:
 
 def one_launch(checkout: Path, overrides: list[str], steps: int, build_dir: Path, work: Path) -> dict[str, float]:
     out = Path(tempfile.mkdtemp(prefix="steps-", dir=work))
-    env = dict(os.environ, RAY_TMPDIR=tempfile.mkdtemp(prefix="qerl-ray-", dir="/tmp"),
-               TMPDIR=tempfile.mkdtemp(prefix="qerl-tmp-", dir="/tmp"))
-    cmd = [sys.executable, "-m", "src.launch", "experiment=learn_tiny", "accelerator=cpu", f"model.build_dir={build_dir}",
-           f"paths.output_dir={out}", "learn.enable=false", f"trainer.total_training_steps={steps}",
-           "trainer.val_before_train=false", f"trainer.test_freq={steps}", f"trainer.save_freq={steps}", *overrides]
+    env = own_temp_env()
+    cmd = [sys.executable, "-m", "src.launch", *learn_tiny_overrides(build_dir, out, steps, test_freq=steps,
+                                                                      save_freq=steps), *overrides]
     with open(out / "launch.log", "w") as log:
         code = subprocess.run(cmd, cwd=checkout, env=env, stdout=log, stderr=subprocess.STDOUT,
                               timeout=RUN_TIMEOUT_S).returncode
