@@ -94,6 +94,10 @@ def test_accelerator_cpu_sets_verls_platform_and_a_gpu_run_never_loads_it(tmp_pa
     for role in ("actor", "ref"):
         engine = omega_conf_to_dataclass(verl.actor_rollout_ref[role].fsdp_config)
         assert engine.use_torch_compile is False, role
+        # float32 compute (conf/accelerator/cpu.yaml: bf16 matmuls are a scalar loop on CPUs without AVX-512 bf16):
+        # the engine's mixed precision as _build_fsdp_module reads it, and the rollout's dtype vLLM gets
+        assert dict(engine.mixed_precision) == {"param_dtype": "fp32", "reduce_dtype": "fp32", "buffer_dtype": "fp32"}
+    assert verl.actor_rollout_ref.rollout.dtype == "float32"
     # inductor's kernels kept across launches (not in each launch's temp dir); no idle Ray workers prestarted
     assert cpu.accelerator_env["TORCHINDUCTOR_CACHE_DIR"] == str(REPO / ".cache" / "torchinductor")
     assert cpu.accelerator_env["RAY_prestart_worker_first_driver"] == "0"
@@ -103,8 +107,11 @@ def test_accelerator_cpu_sets_verls_platform_and_a_gpu_run_never_loads_it(tmp_pa
     assert not any(k.startswith("ray_kwargs.ray_init.num_") for k in two.accelerator_verl), two.accelerator_verl
     assert not any("ray_init.num_" in o and "None" not in o and "null" not in o
                    for o in ppo_trainer.overrides(two, composed2)), ppo_trainer.overrides(two, composed2)
-    _, gpu = plan_of()
+    gpu_composed, gpu = plan_of()
     assert gpu.device == "cuda" and gpu.trainer_python is None and gpu.accelerator_verl == {}
+    gpu_verl = ppo_trainer.build(gpu, gpu_composed)   # a GPU run keeps verl's bf16
+    assert gpu_verl.actor_rollout_ref.rollout.dtype == "bfloat16"
+    assert gpu_verl.actor_rollout_ref.actor.fsdp_config.get("mixed_precision") is None
     assert not any("cpu_platform" in str(v) for v in gpu.accelerator_env.values())
 
 
