@@ -13,14 +13,16 @@ import re
 
 from omegaconf import DictConfig, OmegaConf
 
-from . import hydra_internal, schema
+from . import hydra_internal, parse_cache, schema
 from .paths import CONF_DIR
 from .resolvers import register_resolvers
 
 
 def register() -> None:
     """What composing conf/ needs registered first: the resolvers and the schema. Idempotent;
-    called wherever a config is composed (also in a Slurm job composing from its code snapshot)."""
+    called wherever a config is composed (also in a Slurm job composing from its code snapshot). OmegaConf's
+    interpolation parses are remembered from then on (src/config/parse_cache.py: the same strings, parsed once)."""
+    parse_cache.install()
     register_resolvers()
     schema.register()
 
