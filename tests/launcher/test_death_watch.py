@@ -44,9 +44,11 @@ if sys.argv[7:] == ["first"]:   # a stop no death made (a full disk's save, DAPO
     from src.trainer import stop_reason
     stop_reason.leave(sys.argv[6], rules_out_a_death=True)
 if sys.argv[2] != "none":
-    for i in map(int, sys.argv[2].split("+")):   # "0+1": two at once, within one scan
-        os.kill(helpers[i].pid, signal.SIGKILL)
-        helpers[i].wait()
+    killed = [helpers[i] for i in map(int, sys.argv[2].split("+"))]
+    for helper in killed:   # "0+1": two at once, within one scan: both signalled before either is waited for (a
+        os.kill(helper.pid, signal.SIGKILL)   # scan of a loaded machine fell between kill, wait and kill in a fast tier)
+    for helper in killed:
+        helper.wait()
     print("trainer: a helper was killed", flush=True)
 time.sleep(float(sys.argv[4]))
 print("trainer: woke up", flush=True)
