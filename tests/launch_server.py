@@ -97,6 +97,9 @@ _server: _Server | None = None
 # time: a launch that sets one of them differently from the server's own environment gets a real process
 READ_AT_IMPORT = ("PYTHON", "TORCH", "OMP_", "MKL_", "HF_", "TRANSFORMERS_", "TOKENIZERS_", "VERL_", "HYDRA_",
                   "RAY_", "CUDA_HOME", "LD_")
+# ...but for these, which are read where they are used, not at import: the Hub token (huggingface_hub/utils/_auth.py
+# _get_token_from_environment reads os.environ on each call), which the secret-redaction tests set for every launch
+READ_WHEN_USED = ("HF_TOKEN",)
 
 
 def launch_env() -> dict:
@@ -131,7 +134,7 @@ def run_module(module: str, argv: list[str], env: dict, cwd: str | Path = REPO,
 
 
 def _read_at_import(env: dict) -> dict:
-    return {k: v for k, v in env.items() if k.startswith(READ_AT_IMPORT)}
+    return {k: v for k, v in env.items() if k.startswith(READ_AT_IMPORT) and k not in READ_WHEN_USED}
 
 
 @atexit.register
