@@ -82,8 +82,9 @@ COMPOSE_INTERRUPTED = textwrap.dedent("""
     for _ in range(int(sys.argv[1])):
         timer = threading.Timer(random.uniform(0.0, 0.3),
                                 lambda: signal.pthread_kill(threading.main_thread().ident, signal.SIGINT))
-        timer.start()
         try:
+            # inside the try: a draw of a few microseconds lands before start() has returned (the CI of 9a59162)
+            timer.start()
             while True:
                 _composed_choices.cache_clear()  # compose the groups each time, not only the overrides
                 compose_config(["reward=comet"])
