@@ -19,6 +19,7 @@ nothing, and tests/launcher/test_parse_cache.py fails on the pinned one until th
 from __future__ import annotations
 
 import functools
+import importlib
 
 # OmegaConf's modules that call grammar_parser.parse by the name they imported
 CALLERS = ("omegaconf.base", "omegaconf._utils")
@@ -26,29 +27,26 @@ CALLERS = ("omegaconf.base", "omegaconf._utils")
 MAX_STRINGS = 8192
 
 
-def install() -> bool:
-    """Route OmegaConf's parses through one remembered parse (idempotent). False where this OmegaConf does
-    not call `parse` from the modules in CALLERS (then OmegaConf is left as it is)."""
-    import importlib
-
+@functools.lru_cache(maxsize=1)
+def remembered_parse():
+    """OmegaConf's own parse, remembering its trees: one for the process."""
     from omegaconf import grammar_parser
 
+    return functools.lru_cache(maxsize=MAX_STRINGS)(grammar_parser.parse)
+
+
+def install() -> bool:
+    """Route OmegaConf's parses through the remembered parse (idempotent). False where this OmegaConf does not
+    call `parse` from the modules in CALLERS (then OmegaConf is left as it is)."""
     modules = [importlib.import_module(name) for name in CALLERS]
-    original = getattr(grammar_parser.parse, "__wrapped__", grammar_parser.parse)
-    if not all(getattr(m, "parse", None) in (original, _remembered.get(original)) for m in modules):
+    ours = remembered_parse()
+    if not all(getattr(m, "parse", None) in (ours.__wrapped__, ours) for m in modules):
         return False
-    remembered = _remembered.setdefault(original, functools.lru_cache(maxsize=MAX_STRINGS)(original))
     for module in modules:
-        module.parse = remembered
+        module.parse = ours
     return True
 
 
 def installed() -> bool:
     """Whether OmegaConf's callers parse through the remembered parse."""
-    import importlib
-
-    return all(getattr(importlib.import_module(name), "parse", None) in _remembered.values() for name in CALLERS)
-
-
-# OmegaConf's parse -> its remembered form (one per process)
-_remembered: dict = {}
+    return all(getattr(importlib.import_module(name), "parse", None) is remembered_parse() for name in CALLERS)

@@ -15,10 +15,8 @@ from src.verl_config import ppo_trainer
 @pytest.fixture
 def unremembered(monkeypatch):
     """OmegaConf as shipped, for the length of a test: its callers parse with grammar_parser.parse."""
-    original = getattr(grammar_parser.parse, "__wrapped__", grammar_parser.parse)
     for name in parse_cache.CALLERS:
-        monkeypatch.setattr(importlib.import_module(name), "parse", original)
-    return original
+        monkeypatch.setattr(importlib.import_module(name), "parse", grammar_parser.parse)
 
 
 def test_the_pinned_omegaconf_parses_through_it_once_a_config_is_composed():
