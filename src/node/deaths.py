@@ -151,17 +151,24 @@ class DeathWatch(PollingWatch):
             raise Died(line)
         if then is not None and death is not None and _follows_a_stop(death[1]):
             return
-        if reported is not None and reported in self._titles and (death is None or reported != death[0]) and not (
-                death is not None and _unwinding(self._titles[reported]) and not _unwinding(death[1])):
-            # Ray's word on which actor died wins over the scan's guess (or a death no scan saw before training ended),
-            # unless it names a process verl's unwinding ended (the transfer queue's, whose callers Ray then tells of
-            # its death) and the scan saw one that unwinding does not explain
-            death = (reported, self._titles[reported], death[2] if death else time.monotonic(),
-                     death[3] if death else self._last_step)
+        death = self._judged(death, reported)
         code = proc.poll() if proc is not None else None
         if death is not None and code not in (0, None):
             why = f" ({then.split('; ')[0]})" if then else ""
             raise Died(self._line(death, f"training then exited with code {code}{why}"))
+
+    def _judged(self, death, reported: Optional[int]):
+        """The death to name: Ray's word on which actor died (`reported`) wins over the scan's guess (or is a death no
+        scan saw before training ended), unless it names a process verl's unwinding ended (the transfer queue's,
+        whose callers Ray then tells of its death) and the scan saw one that unwinding does not explain. The scan
+        sees processes that end together in one look, and the pid Ray names may reach the output after it: an FSDP
+        worker killed while saving, the save's error, the driver's exit and its TaskRunner's end within one POLL_S
+        (the CI of 222276c named the TaskRunner)."""
+        if reported is None or reported not in self._titles or (death is not None and reported == death[0]) or (
+                death is not None and _unwinding(self._titles[reported]) and not _unwinding(death[1])):
+            return death
+        return (reported, self._titles[reported], death[2] if death else time.monotonic(),
+                death[3] if death else self._last_step)
 
     def _armed(self) -> bool:
         return not (self._all_ran or self.quiet())
@@ -191,7 +198,9 @@ class DeathWatch(PollingWatch):
             # several gone in one scan: one that verl's unwinding does not end (the cause) first, then Ray's word: after
             # a guard's stop, verl's tq.close() kills the transfer queue and Ray reports it dead to the queue's callers,
             # maybe before this scan, while the engine whose death made the stop is gone too (a loaded machine, CI)
-            gone.sort(key=lambda pid: (_unwinding(self._seen[pid]), pid != self._reported))
+            with self._lock:
+                reported = self._reported
+            gone.sort(key=lambda pid: (_unwinding(self._seen[pid]), pid != reported))
             with self._lock:
                 first = gone[0]
                 self._death = (first, self._seen[first], time.monotonic(), self._last_step)
@@ -202,7 +211,11 @@ class DeathWatch(PollingWatch):
             del self._seen[pid]
 
     def _stop(self, proc: subprocess.Popen, death) -> None:
-        line = self._line(death, f"training did not end within {self.grace_s:.0f} s of it and was stopped")
+        with self._lock:
+            reported = self._reported
+        # a grace later, Ray's word has had time to reach the output: it names the stop's death too
+        line = self._line(self._judged(death, reported),
+                          f"training did not end within {self.grace_s:.0f} s of it and was stopped")
         with self._lock:
             self.line = line
         self.log(line)

@@ -186,6 +186,37 @@ def test_when_processes_end_together_the_one_ray_reports_dead_is_named(tmp_path)
     assert "died after step 1" in line and "training then exited with code 1" in line, line
 
 
+RAY_REPORT_AFTER_THE_SCAN = """
+import os, signal, subprocess, sys, time
+from src.trainer.progress import step_end_line
+helpers = [subprocess.Popen(["bash", "-c", f"exec -a '{t}' sleep 300"])
+           for t in ("ray::TimeLimitTaskRunner.run", "ray::WorkerDict")]
+time.sleep(0.8)
+print(step_end_line(3, total=10), flush=True)
+for h in helpers:  # the worker killed while saving, the save's error, the driver's exit: both gone within one scan
+    os.kill(h.pid, signal.SIGKILL)
+for h in helpers:
+    h.wait()
+time.sleep(1.2)  # a scan sees both gone (the TaskRunner first), then Ray's word reaches the output
+print("ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.", flush=True)
+print(f"\\tclass_name: create_colocated_worker_cls.<locals>.WorkerDict\\n\\tactor_id: 65\\n\\tpid: {helpers[1].pid}",
+      flush=True)
+time.sleep(60)  # the driver's exit is slow (a loaded machine): the watch stops it
+"""
+
+
+def test_a_stop_names_the_actor_ray_reported_after_the_scan(tmp_path):
+    """The CI of 222276c (tests/slurm/test_real_loop_faults.py): an FSDP worker killed while saving, the save failed,
+    verl's driver printed Ray's report and began to exit, and one scan saw the worker and the TaskRunner gone, the
+    TaskRunner taken first; the driver's exit then outlasted the grace, and the stop's line named the TaskRunner.
+    Ray's word, in the output by the stop, names the worker."""
+    line = _died_line(tmp_path, RAY_REPORT_AFTER_THE_SCAN)
+    log = (tmp_path / "train.log").read_text()
+    assert "death watch: ray::TimeLimitTaskRunner.run 300 (pid " in log, log   # the scan's guess, as the CI saw it
+    assert line.startswith("died: an FSDP worker (ray::WorkerDict, pid "), line
+    assert "died after step 3" in line and "did not end within 5 s of it and was stopped" in line, line
+
+
 RAY_REPORTS_THE_QUEUE = """
 import os, signal, subprocess, sys, time
 from src.trainer.progress import step_end_line
