@@ -175,8 +175,9 @@ def _died_line(tmp_path, script: str) -> str:
     """The Died line of `script` run as training under the death watch (whose scans are 0.5 s apart)."""
     watch = deaths.DeathWatch(str(tmp_path), poll_s=0.5, grace_s=5)
     with pytest.raises(deaths.Died) as err:
-        training.run([sys.executable, "-c", script], {**os.environ, "PYTHONPATH": str(REPO)},
-                     tmp_path / "train.log", death=watch)
+        # the script's argument: the log, where it may wait for the watch's own line
+        training.run([sys.executable, "-c", script, str(tmp_path / "train.log")],
+                     {**os.environ, "PYTHONPATH": str(REPO)}, tmp_path / "train.log", death=watch)
     return str(err.value)
 
 
@@ -188,16 +189,20 @@ def test_when_processes_end_together_the_one_ray_reports_dead_is_named(tmp_path)
 
 RAY_REPORT_AFTER_THE_SCAN = """
 import os, signal, subprocess, sys, time
+from pathlib import Path
 from src.trainer.progress import step_end_line
-helpers = [subprocess.Popen(["bash", "-c", f"exec -a '{t}' sleep 300"])
-           for t in ("ray::TimeLimitTaskRunner.run", "ray::WorkerDict")]
-time.sleep(0.8)
+helpers = []
+for title in ("ray::TimeLimitTaskRunner.run", "ray::WorkerDict"):  # a scan apart: the TaskRunner is seen first
+    helpers.append(subprocess.Popen(["bash", "-c", f"exec -a '{title}' sleep 300"]))
+    time.sleep(0.8)
 print(step_end_line(3, total=10), flush=True)
 for h in helpers:  # the worker killed while saving, the save's error, the driver's exit: both gone within one scan
     os.kill(h.pid, signal.SIGKILL)
 for h in helpers:
     h.wait()
-time.sleep(1.2)  # a scan sees both gone (the TaskRunner first), then Ray's word reaches the output
+log, deadline = Path(sys.argv[1]), time.monotonic() + 60
+while "death watch:" not in log.read_text() and time.monotonic() < deadline:
+    time.sleep(0.1)  # the scan has named one (the TaskRunner, seen first), then Ray's word reaches the output
 print("ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.", flush=True)
 print(f"\\tclass_name: create_colocated_worker_cls.<locals>.WorkerDict\\n\\tactor_id: 65\\n\\tpid: {helpers[1].pid}",
       flush=True)
