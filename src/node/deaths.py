@@ -146,24 +146,26 @@ class DeathWatch(PollingWatch):
         unwinding after it, ENDED_BY_UNWINDING, or the TaskRunner's own end) is then not raised: the reason is the
         run's line."""
         with self._lock:
-            death, line, proc, reported = self._death, self.line, self._proc, self._reported
+            death, line, proc = self._death, self.line, self._proc
         if line is not None:
             raise Died(line)
         if then is not None and death is not None and _follows_a_stop(death[1]):
             return
-        death = self._judged(death, reported)
+        death = self._judged(death)
         code = proc.poll() if proc is not None else None
         if death is not None and code not in (0, None):
             why = f" ({then.split('; ')[0]})" if then else ""
             raise Died(self._line(death, f"training then exited with code {code}{why}"))
 
-    def _judged(self, death, reported: Optional[int]):
-        """The death to name: Ray's word on which actor died (`reported`) wins over the scan's guess (or is a death no
+    def _judged(self, death):
+        """The death to name: Ray's word on which actor died (the pid `observe` read) wins over the scan's guess (or is a death no
         scan saw before training ended), unless it names a process verl's unwinding ended (the transfer queue's,
         whose callers Ray then tells of its death) and the scan saw one that unwinding does not explain. The scan
         sees processes that end together in one look, and the pid Ray names may reach the output after it: an FSDP
         worker killed while saving, the save's error, the driver's exit and its TaskRunner's end within one POLL_S
         (the CI of 222276c named the TaskRunner)."""
+        with self._lock:
+            reported = self._reported
         if reported is None or reported not in self._titles or (death is not None and reported == death[0]) or (
                 death is not None and _unwinding(self._titles[reported]) and not _unwinding(death[1])):
             return death
@@ -211,10 +213,8 @@ class DeathWatch(PollingWatch):
             del self._seen[pid]
 
     def _stop(self, proc: subprocess.Popen, death) -> None:
-        with self._lock:
-            reported = self._reported
         # a grace later, Ray's word has had time to reach the output: it names the stop's death too
-        line = self._line(self._judged(death, reported),
+        line = self._line(self._judged(death),
                           f"training did not end within {self.grace_s:.0f} s of it and was stopped")
         with self._lock:
             self.line = line
