@@ -36,7 +36,12 @@ FORKS = "if os.fork() == 0:\\n    time.sleep(1.5)\\n    os._exit(0)\\n"
 helpers = [subprocess.Popen(["bash", "-c", f"exec -a '{t.removeprefix('fork:')}' {sys.executable} -c 'import os, time\\n"
                              f"{FORKS if t.startswith('fork:') else ''}{UNTIL_PARENT_ENDS}'"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for t in titles]
-time.sleep(0.8)   # seen alive by the watch
+# seen alive by the watch: each helper has its title (bash's exec, slow on a loaded machine: the fast tier of 5e2c074
+# once killed one before any scan had seen it), then a few of the watch's scans (0.2 s apart) pass
+for helper, title in zip(helpers, titles):
+    while not open(f"/proc/{helper.pid}/cmdline", "rb").read().startswith(title.removeprefix("fork:").encode()):
+        time.sleep(0.02)
+time.sleep(0.8)
 for step in (1, 2):
     print(step_end_line(step, total=int(sys.argv[3])), flush=True)
     time.sleep(0.3)

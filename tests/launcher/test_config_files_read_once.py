@@ -1,0 +1,125 @@
+"""src/config/hydra_internal.py remember_config_files: Hydra's file source reads each config file once per process,
+and what it gives a composition is what Hydra's own reading gives, file by file and composition by composition."""
+import os
+import pickle
+
+import pytest
+from hydra._internal.core_plugins import file_config_source
+from hydra._internal.sources_registry import SourcesRegistry
+from hydra.core.plugins import Plugins
+from omegaconf import OmegaConf, open_dict
+
+from src.config import CONF_DIR, hydra_internal, register
+from src.verl_config.ppo_trainer import verl_config_dir
+
+DIRS = {"conf": CONF_DIR, "verl": verl_config_dir()}
+
+
+def _source(path) -> "file_config_source.FileConfigSource":
+    """A file source of the class Hydra reads through: its plugin scan runs the module again (a new class), so the
+    class is taken from the module after it, not imported before it."""
+    register()  # as every composing process does first: it installs the remembering read
+    Plugins.instance()
+    return file_config_source.FileConfigSource(provider="test", path=str(path))
+
+
+def _loaded(source, name: str):
+    result = source.load_config(name)
+    return (type(result.config), OmegaConf.to_yaml(result.config), result.header, result.path, result.provider,
+            result.config._get_flag("struct"), result.config._get_flag("readonly"))
+
+
+def _both(source, name: str):
+    with hydra_internal.config_files_read_each_time():
+        hydras = _loaded(source, name)
+    return hydras, _loaded(source, name)
+
+
+def test_it_is_installed_on_the_pinned_hydra_in_the_class_hydra_reads_through():
+    source = _source(CONF_DIR)
+    assert hydra_internal.remember_config_files()
+    assert type(source).load_config.__name__ == "_load_config_remembered"
+    with hydra_internal.config_files_read_each_time():
+        assert type(source).load_config.__qualname__ == "FileConfigSource.load_config"
+    assert type(source).load_config.__name__ == "_load_config_remembered"
+    # the class Hydra's config repository reads through (hydra/_internal/config_repository.py resolves the scheme)
+    assert SourcesRegistry.instance().resolve("file") is type(source)
+
+
+@pytest.mark.parametrize("where", sorted(DIRS))
+def test_every_config_file_reads_as_hydra_reads_it(where):
+    root = DIRS[where]
+    source = _source(root)
+    names = sorted(str(p.relative_to(root)) for p in root.rglob("*.yaml"))
+    assert len(names) > 20, names
+    for name in names:
+        hydras, remembered = _both(source, name)
+        assert remembered == hydras, name
+        assert _loaded(source, name) == hydras, name  # and again, from what was remembered
+
+
+@pytest.mark.parametrize("config_dir, name, overrides", [
+    (CONF_DIR, "config", []),
+    (CONF_DIR, "config", ["reward=xcomet_xl", "algo=dapo", "gpus=4"]),
+    (CONF_DIR, "config", ["experiment=learn_tiny", "accelerator=cpu"]),
+    (verl_config_dir(), "ppo_trainer", []),
+    (verl_config_dir(), "ppo_trainer", ["actor_rollout_ref.actor.ppo_mini_batch_size=8", "trainer.nnodes=2"]),
+])
+def test_whole_compositions_are_hydras(config_dir, name, overrides):
+    register()
+    with hydra_internal.config_files_read_each_time():
+        hydras = OmegaConf.to_yaml(hydra_internal.compose_dir(str(config_dir), name, overrides))
+    for _ in range(2):  # the first fills what is remembered, the second reads from it
+        assert OmegaConf.to_yaml(hydra_internal.compose_dir(str(config_dir), name, overrides)) == hydras
+
+
+def test_a_config_changed_by_its_composition_leaves_the_remembered_file_alone():
+    source = _source(CONF_DIR)
+    first = source.load_config("config.yaml").config
+    before = OmegaConf.to_yaml(first)
+    with open_dict(first):
+        first["added_by_a_composition"] = 1
+        first.pop(next(iter(first)))
+    OmegaConf.set_readonly(first, True)
+    again = source.load_config("config.yaml").config
+    assert OmegaConf.to_yaml(again) == before and not again._get_flag("readonly")
+
+
+def test_an_edited_or_replaced_file_is_read_again(tmp_path):
+    register()
+    config = tmp_path / "config.yaml"
+    config.write_text("a: 1\n")
+    assert hydra_internal.compose_dir(str(tmp_path), "config", []).a == 1
+    # the same size and inode, edited: told apart by its modification time
+    stat = config.stat()
+    config.write_text("a: 2\n")
+    os.utime(config, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    assert hydra_internal.compose_dir(str(tmp_path), "config", []).a == 2
+    # replaced by another file (an editor's save, a checkout)
+    fresh = tmp_path / "fresh.yaml"
+    fresh.write_text("a: 3\nb: 4\n")
+    os.replace(fresh, config)
+    cfg = hydra_internal.compose_dir(str(tmp_path), "config", [])
+    assert (cfg.a, cfg.b) == (3, 4)
+
+
+@pytest.mark.parametrize("content", ["5\n", "a: [1\n", None])
+def test_a_missing_or_malformed_file_fails_as_in_hydra(tmp_path, content):
+    if content is not None:
+        (tmp_path / "bad.yaml").write_text(content)
+    source = _source(tmp_path)
+    failures = []
+    for read_each_time in (True, False, False):
+        with hydra_internal.config_files_read_each_time() if read_each_time else open(os.devnull):
+            with pytest.raises(Exception) as err:
+                source.load_config("bad.yaml")
+        failures.append((type(err.value), str(err.value)))
+    assert failures[0] == failures[1] == failures[2], failures
+
+
+def test_what_is_remembered_is_a_pickle_of_what_omegaconf_loads():
+    # the copy each composition gets is pickle's: OmegaConf's own load, node for node
+    register()
+    path = CONF_DIR / "config.yaml"
+    loaded = OmegaConf.load(path)
+    assert OmegaConf.to_yaml(pickle.loads(pickle.dumps(loaded))) == OmegaConf.to_yaml(loaded)
