@@ -1,5 +1,7 @@
 """Launcher speed: wall time of one `dry_run` (whole process, as a user runs it) and of composing +
-validating all 24 reward x algo x gpus combinations in one process.
+validating all 24 reward x algo x gpus combinations in one process, with each config file read once per process
+(src/config/hydra_internal.py remember_config_files) and, for comparison, read again by every composition as
+Hydra reads it.
 
     .venv/bin/python benches/plan.py [--repeats 5]
     .venv/bin/python benches/plan.py --against <another checkout> --repeats 10
@@ -60,16 +62,17 @@ def against_seconds(other: Path, repeats: int) -> dict[str, list[float]]:
         return times
 
 
-def all_combinations_seconds() -> float:
-    code = """
-import itertools, sys, time
+def all_combinations_seconds(files_read_each_time: bool = False) -> float:
+    code = f"""
+import contextlib, itertools, sys, time
 t0 = time.perf_counter()
-from src.config import compose_config
+from src.config import compose_config, hydra_internal
 from src.plan import build_plan
 from src import verl_config
-for r, a, g in itertools.product(['comet', 'xcomet_xl', 'word_qe'], ['grpo', 'dapo'], ['2', '3', '4', '8']):
-    cfg = compose_config([f'reward={r}', f'algo={a}', f"gpus={g}"])
-    verl_config.build(build_plan(cfg, run_dir='r'), cfg)
+with hydra_internal.config_files_read_each_time() if {files_read_each_time} else contextlib.nullcontext():
+    for r, a, g in itertools.product(['comet', 'xcomet_xl', 'word_qe'], ['grpo', 'dapo'], ['2', '3', '4', '8']):
+        cfg = compose_config([f'reward={{r}}', f'algo={{a}}', f"gpus={{g}}"])
+        verl_config.build(build_plan(cfg, run_dir='r'), cfg)
 print(time.perf_counter() - t0)
 """
     with tempfile.TemporaryDirectory() as tmp:
@@ -94,13 +97,17 @@ def main() -> None:
         print(f"ratio this/other: {statistics.median(times['this']) / statistics.median(times['other']):.2f}")
         return
     cold, dry = dry_run_seconds(args.repeats)
-    combos = [all_combinations_seconds() for _ in range(max(1, args.repeats // 2))]
+    combos, as_hydra = [], []
+    for _ in range(max(1, args.repeats // 2)):  # alternated: the machine's speed drifts
+        combos.append(all_combinations_seconds())
+        as_hydra.append(all_combinations_seconds(files_read_each_time=True))
     print(f"load average at start {load:.2f}; dry run: python -m src.launch {' '.join(DRY_RUN)}")
     print(f"dry_run cold (empty verl cache): {cold:.2f} s")
     print(f"dry_run: median {statistics.median(dry):.2f} s  (min {min(dry):.2f}, max {max(dry):.2f}, "
           f"n={len(dry)}; target <= 3 s)")
     print(f"24 combinations compose+validate (empty cache): median {statistics.median(combos):.2f} s "
-          f"(n={len(combos)}; target <= 60 s)")
+          f"(n={len(combos)}; target <= 60 s); with every config file read by every composition, as Hydra reads "
+          f"them: median {statistics.median(as_hydra):.2f} s")
 
 
 if __name__ == "__main__":

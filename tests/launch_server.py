@@ -201,6 +201,15 @@ def serve() -> None:
     # (src/rewards/lid.py known_languages): 0.3-0.5 s of every launch, the same model for all (it ships in the
     # wheel), kept per process as a launch keeps it
     importlib.import_module("src.rewards.lid").identifier()
+    # the config files a launch composes (conf/, verl's trainer configs), each read once per process as a launch
+    # reads them (src/config/hydra_internal.py remember_config_files): a fork finds them read, and reads again
+    # only what changed since (each file is known by its path, inode, size and modification time)
+    from src.config import CONF_DIR, hydra_internal, register
+    from src.verl_config.ppo_trainer import verl_config_dir
+
+    register()
+    for config_dir in (CONF_DIR, verl_config_dir()):
+        hydra_internal.read_config_files(str(config_dir))
     protocol_out = sys.stdout
     print(READY, file=protocol_out, flush=True)
     for line in sys.stdin:

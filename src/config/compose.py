@@ -21,8 +21,10 @@ from .resolvers import register_resolvers
 def register() -> None:
     """What composing conf/ needs registered first: the resolvers and the schema. Idempotent;
     called wherever a config is composed (also in a Slurm job composing from its code snapshot). OmegaConf's
-    interpolation parses are remembered from then on (src/config/parse_cache.py: the same strings, parsed once)."""
+    interpolation parses and config files are remembered from then on (src/config/parse_cache.py: the same strings,
+    parsed once; hydra_internal.remember_config_files: each file read once)."""
     parse_cache.install()
+    hydra_internal.remember_config_files()
     register_resolvers()
     schema.register()
 

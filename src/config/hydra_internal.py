@@ -1,6 +1,6 @@
 """The one place that touches `hydra._internal` (Hydra 1.3.2): everything else uses Hydra's public API.
 
-Four things have no public form:
+Five things have no public form:
 - a config loader over an arbitrary config dir while a Hydra app is already running (the public
   `initialize_config_dir` refuses a second GlobalHydra): used to compose verl's own `ppo_trainer`
   from the installed verl's files, and by a Slurm job to compose from its code snapshot's conf/;
@@ -9,7 +9,9 @@ Four things have no public form:
 - applying config overrides to a config composed before (`compose_on_choices`), which Hydra does
   inside every composition (ConfigLoaderImpl._apply_overrides_to_config) but offers no call for;
 - telling a Hydra app the run mode its config sets (`mode_known`), which it otherwise composes the whole
-  config for before composing it again to run.
+  config for before composing it again to run;
+- reading each config file once per process (`remember_config_files`): Hydra's file source parses a file's YAML
+  again for every composition that includes it.
 A Hydra upgrade that moves these breaks this module only; tests/launcher/test_config.py runs each.
 """
 from __future__ import annotations
@@ -17,8 +19,17 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+import os
 import pickle
+from pathlib import Path
 from typing import Any, Callable, Optional
+
+# config files whose parse is remembered (conf/ and verl's trainer configs hold a few hundred)
+MAX_FILES = 4096
+# the Hydra whose FileConfigSource.load_config (hydra/_internal/core_plugins/file_config_source.py) the remembering
+# one copies, and that function itself once replaced
+FILE_SOURCE_OF = "1.3.2"
+_HYDRAS_LOAD_CONFIG: list = []
 
 
 def config_loader(config_dir: str) -> Any:
@@ -27,6 +38,7 @@ def config_loader(config_dir: str) -> Any:
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
     from hydra._internal.utils import create_config_search_path
 
+    remember_config_files()
     return ConfigLoaderImpl(config_search_path=create_config_search_path(config_dir))
 
 
@@ -116,3 +128,101 @@ def mode_known(mode: Any):
         yield
     finally:
         Hydra.get_mode = composed_for_it
+
+
+def remember_config_files() -> bool:
+    """From now on in this process, Hydra's file config source parses each config file's YAML once: a later
+    composition that includes the file gets a new config built from the remembered parse, as OmegaConf.load
+    builds one from its parse. Idempotent; False (nothing changed) under another Hydra than the one whose
+    file source this copies (FILE_SOURCE_OF).
+
+    Why: Hydra's CachingConfigRepository remembers a file only within one composition, and a composition reads
+    every file of its defaults list again (the YAML parse is pure Python: OmegaConf's SafeLoader subclass). A
+    preset sweep composes hundreds of choices of the same few dozen files; the parse was 11% of
+    tests/launcher/test_presets.py's samples (benches/RESULTS.md "Config files parsed once").
+
+    A file is known by its real path with its inode, size and modification time, so an edited or replaced file is
+    read again; its header (`# @package`) is remembered with it. What a composition changes is the config built
+    for it, never the remembered parse (tests/launcher/test_config.py checks both)."""
+    import hydra
+    from hydra.core.plugins import Plugins
+
+    if hydra.__version__ != FILE_SOURCE_OF:
+        return False
+    # Hydra's plugin scan runs its core plugins' modules again (hydra/core/plugins.py _scan_all_plugins:
+    # exec_module on the module already imported), which defines a new FileConfigSource: the one it then
+    # registers and reads through. Scanned first (once a process; every composition needs it), that class is patched
+    Plugins.instance()
+    from hydra._internal.core_plugins.file_config_source import FileConfigSource
+
+    if FileConfigSource.load_config is not _load_config_remembered:
+        _HYDRAS_LOAD_CONFIG[:] = [FileConfigSource.load_config]
+        FileConfigSource.load_config = _load_config_remembered
+    return True
+
+
+def read_config_files(config_dir: str) -> int:
+    """Every YAML file under `config_dir` read into what remember_config_files keeps, as a composition would read
+    it: for a process that forks commands (tests/launch_server.py), so that each fork finds them read. The count."""
+    from hydra._internal.core_plugins import file_config_source
+
+    if not remember_config_files():
+        return 0
+    source = file_config_source.FileConfigSource(provider="read_config_files", path=config_dir)
+    names = sorted(str(p.relative_to(config_dir)) for p in Path(config_dir).rglob("*.yaml"))
+    for name in names:
+        source.load_config(name)
+    return len(names)
+
+
+@contextlib.contextmanager
+def config_files_read_each_time():
+    """Within the block, Hydra's file source reads a file each time, as Hydra does: to compare the two (the tests,
+    benches/plan.py). Where remembering is not installed (another Hydra), the block changes nothing."""
+    from hydra._internal.core_plugins.file_config_source import FileConfigSource
+
+    if not remember_config_files():
+        yield
+        return
+    FileConfigSource.load_config = _HYDRAS_LOAD_CONFIG[0]
+    try:
+        yield
+    finally:
+        FileConfigSource.load_config = _load_config_remembered
+
+
+def _load_config_remembered(self, config_path: str):
+    """FileConfigSource.load_config (Hydra 1.3.2), its header and YAML parse remembered per file."""
+    from hydra.plugins.config_source import ConfigResult
+
+    full_path = os.path.realpath(os.path.join(self.path, self._normalize_file_name(config_path)))
+    try:
+        stat = os.stat(full_path)
+    except OSError:
+        return _HYDRAS_LOAD_CONFIG[0](self, config_path)  # Hydra's own error for a missing file
+    parsed = _parse((full_path, stat.st_ino, stat.st_size, stat.st_mtime_ns))
+    if parsed is None:  # not a YAML mapping, list or string: Hydra's own error
+        return _HYDRAS_LOAD_CONFIG[0](self, config_path)
+    header, loaded = parsed
+    # a new config each time, through pickle, which OmegaConf supports node for node: 4x faster than building it
+    # from the parse again (OmegaConf.create), which itself takes less than the YAML parse
+    return ConfigResult(config=pickle.loads(loaded), path=f"{self.scheme()}://{self.path}", provider=self.provider,
+                        header=dict(header))
+
+
+@functools.lru_cache(maxsize=MAX_FILES)
+def _parse(file: tuple) -> Optional[tuple[dict, bytes]]:
+    """(header, the config OmegaConf.load makes of it, pickled) of the file (real path, inode, size, mtime), read
+    as Hydra 1.3.2's file source reads it; None where OmegaConf.load would refuse what it holds."""
+    import yaml
+    from hydra.plugins.config_source import ConfigSource
+    from omegaconf import OmegaConf
+    from omegaconf._utils import get_yaml_loader
+
+    with open(file[0], encoding="utf-8") as f:
+        header = ConfigSource._get_header_dict(f.read(512))
+        f.seek(0)
+        obj = yaml.load(f, Loader=get_yaml_loader())
+    if obj is not None and not isinstance(obj, (list, dict, str)):
+        return None
+    return header, pickle.dumps(OmegaConf.create() if obj is None else OmegaConf.create(obj))

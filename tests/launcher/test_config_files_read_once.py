@@ -123,3 +123,20 @@ def test_what_is_remembered_is_a_pickle_of_what_omegaconf_loads():
     path = CONF_DIR / "config.yaml"
     loaded = OmegaConf.load(path)
     assert OmegaConf.to_yaml(pickle.loads(pickle.dumps(loaded))) == OmegaConf.to_yaml(loaded)
+
+
+def test_files_read_beforehand_are_what_a_composition_reads(tmp_path):
+    # a process that forks commands reads every file first (tests/launch_server.py): a composition after it gets
+    # what it would have read itself, and a file changed after it is read again
+    register()
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "config.yaml").write_text("defaults:\n  - part: one\n  - _self_\na: 1\n")
+    (conf / "part").mkdir()
+    (conf / "part" / "one.yaml").write_text("b: 2\n")
+    assert hydra_internal.read_config_files(str(conf)) == 2
+    assert OmegaConf.to_container(hydra_internal.compose_dir(str(conf), "config", [])) == {"a": 1, "part": {"b": 2}}
+    (conf / "part" / "one.yaml").write_text("b: 3\nc: 4\n")
+    assert OmegaConf.to_container(hydra_internal.compose_dir(str(conf), "config", [])) == {
+        "a": 1, "part": {"b": 3, "c": 4}}
+    assert hydra_internal.read_config_files(str(CONF_DIR)) > 20
