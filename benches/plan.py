@@ -1,6 +1,7 @@
-"""Launcher speed: wall time of one `dry_run` (whole process, as a user runs it) and of composing +
-validating all 24 reward x algo x gpus combinations in one process, with each config file read once per process
-(src/config/hydra_internal.py remember_config_files) and, for comparison, read again by every composition as
+"""Launcher speed: wall time of one `dry_run` (whole process, as a user runs it), of composing +
+validating all 24 reward x algo x gpus combinations in one process, and of composing every option of every config
+group once in one process (as a preset sweep does), with each config file read once per process
+(src/config/hydra_internal.py remember_config_files) and, alternated with it, read again by every composition as
 Hydra reads it.
 
     .venv/bin/python benches/plan.py [--repeats 5]
@@ -62,23 +63,46 @@ def against_seconds(other: Path, repeats: int) -> dict[str, list[float]]:
         return times
 
 
-def all_combinations_seconds(files_read_each_time: bool = False) -> float:
-    code = f"""
-import contextlib, itertools, sys, time
+def all_combinations_seconds() -> float:
+    code = """
+import itertools, sys, time
 t0 = time.perf_counter()
-from src.config import compose_config, hydra_internal
+from src.config import compose_config
 from src.plan import build_plan
 from src import verl_config
-with hydra_internal.config_files_read_each_time() if {files_read_each_time} else contextlib.nullcontext():
-    for r, a, g in itertools.product(['comet', 'xcomet_xl', 'word_qe'], ['grpo', 'dapo'], ['2', '3', '4', '8']):
-        cfg = compose_config([f'reward={{r}}', f'algo={{a}}', f"gpus={{g}}"])
-        verl_config.build(build_plan(cfg, run_dir='r'), cfg)
+for r, a, g in itertools.product(['comet', 'xcomet_xl', 'word_qe'], ['grpo', 'dapo'], ['2', '3', '4', '8']):
+    cfg = compose_config([f'reward={r}', f'algo={a}', f"gpus={g}"])
+    verl_config.build(build_plan(cfg, run_dir='r'), cfg)
 print(time.perf_counter() - t0)
 """
     with tempfile.TemporaryDirectory() as tmp:
         out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, capture_output=True, text=True,
                              env=dict(os.environ, QE_RL_CACHE_DIR=tmp))
     return float(out.stdout.strip().splitlines()[-1])
+
+
+def group_options_seconds(files_read_each_time: bool) -> tuple[float, int]:
+    """(seconds, compositions): every option of every config group of conf/ composed on every experiment preset, in
+    one process (tests/launcher/test_presets.py's sweep, less verl's checks)."""
+    code = f"""
+import contextlib, time
+from src.config import CONF_DIR, compose_config, hydra_internal
+t0 = time.perf_counter()
+n = 0
+with hydra_internal.config_files_read_each_time() if {files_read_each_time} else contextlib.nullcontext():
+    groups = sorted(p for p in CONF_DIR.iterdir() if p.is_dir() and p.name not in ("hydra", "local", "reward_base"))
+    for preset in sorted(f.stem for f in (CONF_DIR / "experiment").glob("*.yaml")):
+        for group in (g for g in groups if g.name != "experiment"):
+            for option in sorted(f.stem for f in group.glob("*.yaml")):
+                compose_config([f"experiment={{preset}}", f"{{group.name}}={{option}}"])
+                n += 1
+print(time.perf_counter() - t0, n)
+"""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, capture_output=True, text=True,
+                             env=dict(os.environ, QE_RL_CACHE_DIR=tmp))
+    seconds, count = out.stdout.strip().splitlines()[-1].split()
+    return float(seconds), int(count)
 
 
 def main() -> None:
@@ -97,17 +121,21 @@ def main() -> None:
         print(f"ratio this/other: {statistics.median(times['this']) / statistics.median(times['other']):.2f}")
         return
     cold, dry = dry_run_seconds(args.repeats)
-    combos, as_hydra = [], []
+    combos = [all_combinations_seconds() for _ in range(max(1, args.repeats // 2))]
+    once, each_time = [], []
     for _ in range(max(1, args.repeats // 2)):  # alternated: the machine's speed drifts
-        combos.append(all_combinations_seconds())
-        as_hydra.append(all_combinations_seconds(files_read_each_time=True))
+        once.append(group_options_seconds(files_read_each_time=False))
+        each_time.append(group_options_seconds(files_read_each_time=True))
     print(f"load average at start {load:.2f}; dry run: python -m src.launch {' '.join(DRY_RUN)}")
     print(f"dry_run cold (empty verl cache): {cold:.2f} s")
     print(f"dry_run: median {statistics.median(dry):.2f} s  (min {min(dry):.2f}, max {max(dry):.2f}, "
           f"n={len(dry)}; target <= 3 s)")
     print(f"24 combinations compose+validate (empty cache): median {statistics.median(combos):.2f} s "
-          f"(n={len(combos)}; target <= 60 s); with every config file read by every composition, as Hydra reads "
-          f"them: median {statistics.median(as_hydra):.2f} s")
+          f"(n={len(combos)}; target <= 60 s)")
+    print(f"every option of every config group composed on every experiment preset ({once[0][1]} compositions): median "
+          f"{statistics.median(t for t, _ in once):.2f} s with each config file read once, "
+          f"{statistics.median(t for t, _ in each_time):.2f} s read by every composition as Hydra reads them "
+          f"(n={len(once)} each, alternated)")
 
 
 if __name__ == "__main__":

@@ -27,9 +27,11 @@ from typing import Any, Callable, Optional
 # config files whose parse is remembered (conf/ and verl's trainer configs hold a few hundred)
 MAX_FILES = 4096
 # the Hydra whose FileConfigSource.load_config (hydra/_internal/core_plugins/file_config_source.py) the remembering
-# one copies, and that function itself once replaced
+# one copies
 FILE_SOURCE_OF = "1.3.2"
-_HYDRAS_LOAD_CONFIG: list = []
+# each FileConfigSource class given the remembering read -> Hydra's own load_config of it: a class is given it once
+# (config_files_read_each_time puts Hydra's back for a while, which no later call undoes)
+_HYDRAS_LOAD_CONFIG: dict = {}
 
 
 def config_loader(config_dir: str) -> Any:
@@ -155,8 +157,8 @@ def remember_config_files() -> bool:
     Plugins.instance()
     from hydra._internal.core_plugins.file_config_source import FileConfigSource
 
-    if FileConfigSource.load_config is not _load_config_remembered:
-        _HYDRAS_LOAD_CONFIG[:] = [FileConfigSource.load_config]
+    if FileConfigSource not in _HYDRAS_LOAD_CONFIG:
+        _HYDRAS_LOAD_CONFIG[FileConfigSource] = FileConfigSource.load_config
         FileConfigSource.load_config = _load_config_remembered
     return True
 
@@ -175,16 +177,22 @@ def read_config_files(config_dir: str) -> int:
     return len(names)
 
 
+def config_files_remembered() -> int:
+    """How many config files (each version of one) this process has read and remembered."""
+    return _parse.cache_info().currsize
+
+
 @contextlib.contextmanager
 def config_files_read_each_time():
     """Within the block, Hydra's file source reads a file each time, as Hydra does: to compare the two (the tests,
     benches/plan.py). Where remembering is not installed (another Hydra), the block changes nothing."""
-    from hydra._internal.core_plugins.file_config_source import FileConfigSource
-
     if not remember_config_files():
         yield
         return
-    FileConfigSource.load_config = _HYDRAS_LOAD_CONFIG[0]
+    # imported after the plugin scan remember_config_files makes: the class Hydra reads through (see there)
+    from hydra._internal.core_plugins.file_config_source import FileConfigSource
+
+    FileConfigSource.load_config = _HYDRAS_LOAD_CONFIG[FileConfigSource]
     try:
         yield
     finally:
@@ -199,10 +207,10 @@ def _load_config_remembered(self, config_path: str):
     try:
         stat = os.stat(full_path)
     except OSError:
-        return _HYDRAS_LOAD_CONFIG[0](self, config_path)  # Hydra's own error for a missing file
+        return _HYDRAS_LOAD_CONFIG[type(self)](self, config_path)  # Hydra's own error for a missing file
     parsed = _parse((full_path, stat.st_ino, stat.st_size, stat.st_mtime_ns))
     if parsed is None:  # not a YAML mapping, list or string: Hydra's own error
-        return _HYDRAS_LOAD_CONFIG[0](self, config_path)
+        return _HYDRAS_LOAD_CONFIG[type(self)](self, config_path)
     header, loaded = parsed
     # a new config each time, through pickle, which OmegaConf supports node for node: 4x faster than building it
     # from the parse again (OmegaConf.create), which itself takes less than the YAML parse

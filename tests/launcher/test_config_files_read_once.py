@@ -2,6 +2,9 @@
 and what it gives a composition is what Hydra's own reading gives, file by file and composition by composition."""
 import os
 import pickle
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from hydra._internal.core_plugins import file_config_source
@@ -12,6 +15,7 @@ from omegaconf import OmegaConf, open_dict
 from src.config import CONF_DIR, hydra_internal, register
 from src.verl_config.ppo_trainer import verl_config_dir
 
+REPO = Path(__file__).resolve().parents[2]
 DIRS = {"conf": CONF_DIR, "verl": verl_config_dir()}
 
 
@@ -140,3 +144,21 @@ def test_files_read_beforehand_are_what_a_composition_reads(tmp_path):
     assert OmegaConf.to_container(hydra_internal.compose_dir(str(conf), "config", [])) == {
         "a": 1, "part": {"b": 3, "c": 4}}
     assert hydra_internal.read_config_files(str(CONF_DIR)) > 20
+
+
+def test_a_fresh_process_reads_each_time_within_the_block_and_once_outside_it():
+    # the block's switch reaches the class Hydra reads through even where nothing composed before (a bench's process)
+    code = """
+from src.config import compose_config, hydra_internal
+with hydra_internal.config_files_read_each_time():
+    compose_config(["model=qwen2.5_3b"]); compose_config(["model=qwen2.5_7b"])
+inside = hydra_internal.config_files_remembered()
+compose_config(["model=qwen2.5_0.5b"])
+first = hydra_internal.config_files_remembered()
+compose_config(["model=tiny_qwen2"])
+print(inside, first, hydra_internal.config_files_remembered())
+"""
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    inside, first, second = map(int, out.stdout.split()[-3:])
+    # outside the block, a second composition reads only the file the first did not: the model's
+    assert inside == 0 and first > 5 and second == first + 1, out.stdout
