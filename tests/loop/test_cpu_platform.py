@@ -6,6 +6,7 @@ tests themselves run in the train env like the rest of the suite."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import types
 
@@ -101,6 +102,10 @@ def test_accelerator_cpu_sets_verls_platform_and_a_gpu_run_never_loads_it(tmp_pa
     # inductor's kernels kept across launches (not in each launch's temp dir); no idle Ray workers prestarted
     assert cpu.accelerator_env["TORCHINDUCTOR_CACHE_DIR"] == str(REPO / ".cache" / "torchinductor")
     assert cpu.accelerator_env["RAY_prestart_worker_first_driver"] == "0"
+    # and no header precompiled for them under each launch's temp dir: the pinned torch reads the variable
+    precompiles = in_loop_env("import torch._inductor.config as c; print(c.cpp_cache_precompile_headers)",
+                              env={**os.environ, **cpu.accelerator_env})
+    assert cpu.accelerator_env["TORCHINDUCTOR_CPP_CACHE_PRECOMPILE_HEADERS"] == "0" and precompiles == "False"
     # two nodes: verl's driver joins the cluster the launcher started with each node's fake GPUs (ray start
     # --num-gpus), and ray.init refuses resource counts when it connects
     composed2, two = plan_of("accelerator=cpu", "nodes=2")
