@@ -143,9 +143,10 @@ def remember_config_files() -> bool:
     preset sweep composes hundreds of choices of the same few dozen files; the parse was 11% of
     tests/launcher/test_presets.py's samples (benches/RESULTS.md "Config files parsed once").
 
-    A file is known by its real path with its inode, size and modification time, so an edited or replaced file is
-    read again; its header (`# @package`) is remembered with it. What a composition changes is the config built
-    for it, never the remembered parse (tests/launcher/test_config.py checks both)."""
+    A file is known by its real path with its inode, size, modification and change times, so an edited or replaced
+    file is read again (one whose modification time was set back too: the change time moves with any write); its
+    header (`# @package`) is remembered with it. What a composition changes is the config built for it, never what
+    is remembered (tests/launcher/test_config_files_read_once.py checks both)."""
     import hydra
     from hydra.core.plugins import Plugins
 
@@ -208,7 +209,7 @@ def _load_config_remembered(self, config_path: str):
         stat = os.stat(full_path)
     except OSError:
         return _HYDRAS_LOAD_CONFIG[type(self)](self, config_path)  # Hydra's own error for a missing file
-    parsed = _parse((full_path, stat.st_ino, stat.st_size, stat.st_mtime_ns))
+    parsed = _parse((full_path, stat.st_ino, stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns))
     if parsed is None:  # not a YAML mapping, list or string: Hydra's own error
         return _HYDRAS_LOAD_CONFIG[type(self)](self, config_path)
     header, loaded = parsed
@@ -220,7 +221,7 @@ def _load_config_remembered(self, config_path: str):
 
 @functools.lru_cache(maxsize=MAX_FILES)
 def _parse(file: tuple) -> Optional[tuple[dict, bytes]]:
-    """(header, the config OmegaConf.load makes of it, pickled) of the file (real path, inode, size, mtime), read
+    """(header, the config OmegaConf.load makes of it, pickled) of the file (real path, inode, size, mtime, ctime), read
     as Hydra 1.3.2's file source reads it; None where OmegaConf.load would refuse what it holds."""
     import yaml
     from hydra.plugins.config_source import ConfigSource

@@ -99,6 +99,12 @@ def test_an_edited_or_replaced_file_is_read_again(tmp_path):
     config.write_text("a: 2\n")
     os.utime(config, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
     assert hydra_internal.compose_dir(str(tmp_path), "config", []).a == 2
+    # edited in place with its modification time set back, as `cp -p` or `touch -r` leave it: the change time moves
+    stat = config.stat()
+    config.write_text("a: 5\n")
+    os.utime(config, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert config.stat().st_mtime_ns == stat.st_mtime_ns and config.stat().st_size == stat.st_size
+    assert hydra_internal.compose_dir(str(tmp_path), "config", []).a == 5
     # replaced by another file (an editor's save, a checkout)
     fresh = tmp_path / "fresh.yaml"
     fresh.write_text("a: 3\nb: 4\n")
