@@ -203,7 +203,7 @@ def serve() -> None:
     importlib.import_module("src.rewards.lid").identifier()
     # the config files a launch composes (conf/, verl's trainer configs), each read once per process as a launch
     # reads them (src/config/hydra_internal.py remember_config_files): a fork finds them read, and reads again
-    # only what changed since (each file is known by its path, inode, size and modification time)
+    # only what changed since (each file is known by its path, inode, size, modification and change times)
     from src.config import CONF_DIR, hydra_internal, register
     from src.verl_config.ppo_trainer import verl_config_dir
 

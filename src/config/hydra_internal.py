@@ -12,7 +12,8 @@ Five things have no public form:
   config for before composing it again to run;
 - reading each config file once per process (`remember_config_files`): Hydra's file source parses a file's YAML
   again for every composition that includes it.
-A Hydra upgrade that moves these breaks this module only; tests/launcher/test_config.py runs each.
+A Hydra upgrade that moves these breaks this module only; tests/launcher/test_config.py and
+test_config_files_read_once.py run each.
 """
 from __future__ import annotations
 
@@ -134,8 +135,7 @@ def mode_known(mode: Any):
 
 def remember_config_files() -> bool:
     """From now on in this process, Hydra's file config source parses each config file's YAML once: a later
-    composition that includes the file gets a new config built from the remembered parse, as OmegaConf.load
-    builds one from its parse. Idempotent; False (nothing changed) under another Hydra than the one whose
+    composition that includes the file gets its own copy of the config OmegaConf.load made of it. Idempotent; False (nothing changed) under another Hydra than the one whose
     file source this copies (FILE_SOURCE_OF).
 
     Why: Hydra's CachingConfigRepository remembers a file only within one composition, and a composition reads
