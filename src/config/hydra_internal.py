@@ -135,8 +135,8 @@ def mode_known(mode: Any):
 
 def remember_config_files() -> bool:
     """From now on in this process, Hydra's file config source parses each config file's YAML once: a later
-    composition that includes the file gets its own copy of the config OmegaConf.load made of it. Idempotent; False (nothing changed) under another Hydra than the one whose
-    file source this copies (FILE_SOURCE_OF).
+    composition that includes the file gets its own copy of the config OmegaConf.load made of it. Idempotent;
+    False (nothing changed) under another Hydra than the one whose file source this copies (FILE_SOURCE_OF).
 
     Why: Hydra's CachingConfigRepository remembers a file only within one composition, and a composition reads
     every file of its defaults list again (the YAML parse is pure Python: OmegaConf's SafeLoader subclass). A

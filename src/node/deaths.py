@@ -158,8 +158,8 @@ class DeathWatch(PollingWatch):
             raise Died(self._line(death, f"training then exited with code {code}{why}"))
 
     def _judged(self, death):
-        """The death to name: Ray's word on which actor died (the pid `observe` read) wins over the scan's guess (or is a death no
-        scan saw before training ended), unless it names a process verl's unwinding ended (the transfer queue's,
+        """The death to name: Ray's word on which actor died (the pid `observe` read) wins over the scan's guess (or
+        is a death no scan saw before training ended), unless it names a process verl's unwinding ended (the transfer queue's,
         whose callers Ray then tells of its death) and the scan saw one that unwinding does not explain. The scan
         sees processes that end together in one look, and the pid Ray names may reach the output after it: an FSDP
         worker killed while saving, the save's error, the driver's exit and its TaskRunner's end within one POLL_S
