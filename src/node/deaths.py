@@ -36,7 +36,7 @@ from src.trainer.progress import parse_progress
 
 from .polling_watch import PollingWatch
 from .process_group import stop_group
-from .processes import forked_from_its_title, training_processes
+from .processes import forked_from_its_title, running, training_processes
 
 POLL_S = 2.0
 GRACE_S = 15.0   # for verl's own error (an actor's death reaches the trainer in ~7 s on the CPU loop) before the stop
@@ -188,7 +188,8 @@ class DeathWatch(PollingWatch):
                 return
 
     def _scan(self, leader: int) -> None:
-        alive = {pid: cmd for pid, state, cmd in training_processes(leader) if state not in ("Z", "X")}
+        # an exiting process (its command line empty) is gone: its title stays the last one a scan saw
+        alive = running(training_processes(leader))
         for pid, cmd in alive.items():
             if pid not in self._seen and vital(cmd) is not None and not forked_from_its_title(pid, cmd, alive.get):
                 self._seen[pid] = cmd

@@ -57,6 +57,13 @@ def training_processes(leader: int) -> list[tuple[int, str, str]]:
     return sorted(found, key=lambda p: (p[0] != leader, p[0]))
 
 
+def running(processes: list[tuple[int, str, str]]) -> dict[int, str]:
+    """pid -> command line of the `training_processes` still running as themselves: not a zombie or dead, and with a
+    command line. A process that is exiting has released its memory before it becomes a zombie, and its command line
+    reads empty in that window (a scan on a loaded machine lands in it): it is ending, not retitled."""
+    return {pid: cmd for pid, state, cmd in processes if state not in ("Z", "X") and cmd}
+
+
 def kill_left(dumps: dict[int, tuple[str, str, str]]) -> None:
     """SIGKILL each dumped process still running as itself (its command line unchanged): what the group's stop
     did not reach (outside the group; a stopped process takes SIGKILL only); returns once they are gone."""

@@ -231,6 +231,31 @@ def test_a_stop_names_the_actor_ray_reported_after_the_scan(tmp_path):
     assert "died after step 3" in line and "did not end within 5 s of it and was stopped" in line, line
 
 
+EXITING = """
+import subprocess, sys, time
+from src.trainer.progress import step_end_line
+# perl's $0 rewrites the process's own argument memory: blanked, /proc/<pid>/cmdline reads empty while the process
+# still runs, as a killed process's does between releasing its memory and becoming a zombie (a scan of a loaded
+# machine landed there in a fast tier: the worker's title was taken as "", never seen gone, and the stop's line failed)
+# (it ends with the trainer, and holds no pipe of the run's open)
+worker = subprocess.Popen(["perl", "-e", '$SIG{USR1} = sub { $0 = "" }; $0 = "ray::WorkerDict"; my $p = getppid(); '
+                           'select(undef, undef, undef, 0.1) while getppid() == $p'],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+while not open(f"/proc/{worker.pid}/cmdline", "rb").read().startswith(b"ray::WorkerDict"):
+    time.sleep(0.02)
+time.sleep(0.8)  # seen by the watch's scans (0.5 s apart)
+print(step_end_line(3, total=10), flush=True)
+worker.send_signal(10)  # SIGUSR1: the worker's command line reads empty from now on
+time.sleep(60)  # training hangs, as verl's does when its worker died: the watch stops it
+"""
+
+
+def test_a_worker_whose_command_line_reads_empty_is_gone_under_its_last_title(tmp_path):
+    line = _died_line(tmp_path, EXITING)
+    assert line.startswith("died: an FSDP worker (ray::WorkerDict, pid "), line
+    assert "died after step 3" in line and "did not end within 5 s of it and was stopped" in line, line
+
+
 RAY_REPORTS_THE_QUEUE = """
 import os, signal, subprocess, sys, time
 from src.trainer.progress import step_end_line
