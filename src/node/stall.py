@@ -72,10 +72,23 @@ class StallWatch(PollingWatch):
         self._since = time.monotonic()
         self._longest: Optional[float] = None
         self._last_step: Optional[int] = None
+        self._decided_at: Optional[float] = None  # time.time() when the run was found stalled
 
     def attach(self, proc: subprocess.Popen) -> None:
         with self._lock:
             self._proc, self._since = proc, time.monotonic()
+
+    def stopped_before(self, path: Path) -> bool:
+        """Whether this watch had found the run stalled before the file at `path` was last written. The trainer's
+        guard leaves its stop reason (src/trainer/stop_reason.py) when a step's rollouts fail, and the stall's stop
+        makes them fail: SIGTERM cuts the hung engine's requests, and a guard that counts them as lost groups writes
+        its line after the stall's (the CI of 3109815). Such a line followed the fault; the stall is the fault."""
+        with self._lock:
+            decided_at = self._decided_at
+        try:
+            return decided_at is not None and path.stat().st_mtime >= decided_at
+        except OSError:
+            return False
 
     def observe(self, line: str) -> None:
         ended = parse_step_end(line)
@@ -103,6 +116,8 @@ class StallWatch(PollingWatch):
             return
 
     def _stalled(self, proc: subprocess.Popen, waited: float, limit: float, step: Optional[int]) -> None:
+        with self._lock:
+            self._decided_at = time.time()
         folder = self.run_dir / f"stall-{dt.datetime.now():%Y%m%d-%H%M%S}"
         dumps = dump_stacks(proc.pid, folder)
         phase = phase_of(dumps)

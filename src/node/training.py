@@ -472,6 +472,11 @@ def run(command: list[str], env: dict, log_path: Path,
                               f"{', '.join(removed)}\n")
                 console.end(code)
             stopped_itself = stop_reason.read(stop_file) if code != 0 else None
+            if stopped_itself is not None and stall is not None and stall.stopped_before(stop_file):
+                # the trainer stopped in the unwinding of the stall's stop (its cut requests counted as lost groups):
+                # the run is reported as stalled (its exit code, a Slurm job's requeue), the trainer's line logged
+                log.write(f"after the stall guard's stop, the trainer stopped too: {stopped_itself}\n")
+                stopped_itself = None
             if stop.reason is None and stopped_itself is not None and death is not None:
                 # the trainer's guard stops on a step's failed rollouts, which a dead process makes (vLLM's engine:
                 # requests sent after its death fail at once): then the death is the fault, named as such, and a

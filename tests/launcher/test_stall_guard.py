@@ -63,6 +63,43 @@ def test_a_run_whose_steps_stop_ending_is_stopped_with_every_process_stacks_in_t
         assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split(")")[1][:3]
 
 
+# a trainer whose guard leaves its stop reason (the real writer, src/trainer/stop_reason.py) when the stall's SIGTERM
+# cuts its hung rollouts, as verl's agent loops then fail and the guard counts lost groups (the CI of 3109815);
+# "before": the guard stopped the run first, and its unwinding hung
+STOPS_ON_SIGTERM = """
+import signal, sys, time
+from src.trainer import stop_reason
+from src.trainer.progress import step_end_line
+LINE = "training stopped at step 3: 2 training group(s) lost to failed rollout or reward calls"
+def lost_groups(*_):
+    stop_reason.leave(LINE)
+    sys.exit(1)
+for step in (1, 2, 3):
+    time.sleep(0.2)
+    print(step_end_line(step, total=10), flush=True)
+if sys.argv[1] == "before":
+    stop_reason.leave(LINE)  # then hangs, and SIGTERM ends it
+else:
+    signal.signal(signal.SIGTERM, lost_groups)
+time.sleep(120)
+"""
+
+
+@pytest.mark.parametrize("left", ["after", "before"])
+def test_a_stop_reason_left_in_the_stalls_unwinding_is_not_the_runs_fault(tmp_path, left):
+    watch = stall.StallWatch(StallPlan(timeout_s=None, first_step_s=60, multiple=5, min_s=3), tmp_path, poll_s=0.2)
+    raised = training.Stalled if left == "after" else training.ServiceFailure
+    with pytest.raises(raised) as err:
+        training.run([sys.executable, "-c", STOPS_ON_SIGTERM, left], {**os.environ, "PYTHONPATH": str(REPO)},
+                     tmp_path / "train.log", stall=watch)
+    line, log = str(err.value), (tmp_path / "train.log").read_text()
+    if left == "after":
+        assert line.startswith("stalled: no training step ended in ") and "after step 3" in line, line
+        assert "after the stall guard's stop, the trainer stopped too: training stopped at step 3: 2 training" in log
+    else:
+        assert line.startswith("training stopped at step 3: 2 training group(s) lost"), line
+
+
 def test_steps_that_keep_ending_are_never_called_stalled(tmp_path):
     steady = ("import time\nfrom src.trainer.progress import step_end_line\n"
               "for step in range(1, 16):\n    time.sleep(0.3)\n    print(step_end_line(step), flush=True)\n")
