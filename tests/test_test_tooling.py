@@ -65,7 +65,8 @@ def test_a_forked_command_past_its_timeout_is_killed_and_says_so():
 def test_modules_are_groups_and_the_slowest_go_first():
     ids = ["tests/data/test_a.py::t1", "tests/slurm/test_sweeps.py::t", "tests/data/test_a.py::t2[x]",
            "tests/ray_actors/test_task_runner.py::t", "tests/slurm/test_dev_cluster.py::t", "tests/test_layout.py::t",
-           "tests/loop/test_learn_tiny.py::t", "tests/loop/test_learn_terms.py::t", "tests/loop/test_smoke_on_cpu.py::t"]
+           "tests/loop/test_learn_tiny.py::t", "tests/loop/test_learn_terms.py::t",
+           "tests/loop/test_smoke_on_cpu.py::t"]
     items = [SimpleNamespace(nodeid=nodeid) for nodeid in ids]
     scheduling.pytest_collection_modifyitems(None, items)
     assert [scheduling.group_of(item.nodeid) for item in items] == [
