@@ -29,8 +29,7 @@ import pytest
 
 # the longest groups on a 2-core machine (the CI log's "longest modules"), slowest first
 FIRST = ("loop", "slurm", "tests/loop/test_learn_terms.py", "ray_actors", "tests/launcher/test_smoke_tiny.py",
-         "tests/launcher/test_presets.py",
-         "tests/lifecycle/test_scorer_lifecycle.py",
+         "tests/launcher/test_presets.py", "tests/lifecycle/test_scorer_lifecycle.py",
          "tests/launcher/test_group_combinations.py", "tests/launcher/test_smoke.py")
 SPANNING = {"tests/slurm/": "slurm", "tests/ray_actors/": "ray_actors", "tests/loop/": "loop"}
 # modules of a spanning directory that are a group of their own (module docstring)

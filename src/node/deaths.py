@@ -159,11 +159,11 @@ class DeathWatch(PollingWatch):
 
     def _judged(self, death):
         """The death to name: Ray's word on which actor died (the pid `observe` read) wins over the scan's guess (or
-        is a death no scan saw before training ended), unless it names a process verl's unwinding ended (the transfer queue's,
-        whose callers Ray then tells of its death) and the scan saw one that unwinding does not explain. The scan
-        sees processes that end together in one look, and the pid Ray names may reach the output after it: an FSDP
-        worker killed while saving, the save's error, the driver's exit and its TaskRunner's end within one POLL_S
-        (the CI of 222276c named the TaskRunner)."""
+        is a death no scan saw before training ended), unless it names a process verl's unwinding ended (the transfer
+        queue's, whose callers Ray then tells of its death) and the scan saw one that unwinding does not explain. The
+        scan sees processes that end together in one look, and the pid Ray names may reach the output after it: an
+        FSDP worker killed while saving, the save's error, the driver's exit and its TaskRunner's end within one
+        POLL_S (the CI of 222276c named the TaskRunner)."""
         with self._lock:
             reported = self._reported
         if reported is None or reported not in self._titles or (death is not None and reported == death[0]) or (

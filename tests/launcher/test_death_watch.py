@@ -236,8 +236,8 @@ import subprocess, sys, time
 from src.trainer.progress import step_end_line
 # perl's $0 rewrites the process's own argument memory: blanked, /proc/<pid>/cmdline reads empty while the process
 # still runs, as a killed process's does between releasing its memory and becoming a zombie (a scan of a loaded
-# machine landed there in a fast tier: the worker's title was taken as "", never seen gone, and the stop's line failed)
-# (it ends with the trainer, and holds no pipe of the run's open)
+# machine landed there in a fast tier: the worker's title was taken as "", never seen gone, and the stop's line
+# failed). It ends with the trainer and holds no pipe of the run's open.
 worker = subprocess.Popen(["perl", "-e", '$SIG{USR1} = sub { $0 = "" }; $0 = "ray::WorkerDict"; my $p = getppid(); '
                            'select(undef, undef, undef, 0.1) while getppid() == $p'],
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
