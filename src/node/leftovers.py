@@ -28,11 +28,11 @@ PATTERNS = ((Path("/dev/shm"), "psm_"), (Path("/dev/shm"), "verl_weights_"),
             (Path(tempfile.gettempdir()), "vllm_dist_"), (_SOCKET_PATH.parent, _SOCKET_PATH.name))
 
 
-def present(tmp_dir: Path | None = None) -> set[str]:
-    """The paths matching PATTERNS now; with `tmp_dir`, vLLM's stores are looked for there instead of this
-    process's temp dir (another process's TMPDIR: tests/loop/conftest.py)."""
+def present(tmp_dir: Path | None = None, patterns: tuple[tuple[Path, str], ...] = PATTERNS) -> set[str]:
+    """The paths matching `patterns` (folder, name prefix) now; with `tmp_dir`, vLLM's stores are looked for there
+    instead of this process's temp dir (another process's TMPDIR: tests/loop/conftest.py)."""
     out = set()
-    for folder, prefix in PATTERNS:
+    for folder, prefix in patterns:
         if tmp_dir is not None and prefix == "vllm_dist_":
             folder = tmp_dir
         with contextlib.suppress(OSError):
@@ -74,10 +74,13 @@ HOLDERS_GRACE_S = 20.0
 
 
 class Leftovers:
-    """`Leftovers()` before training starts; `remove()` after its process group is stopped."""
+    """`Leftovers()` before training starts; `remove()` after its process group is stopped. `patterns` other than
+    PATTERNS: a test's own folder, which no run beside it on the node sweeps (another run's `remove()` takes an
+    unheld /dev/shm/psm_* that appeared during its run, a test's included)."""
 
-    def __init__(self):
-        self.before = present()
+    def __init__(self, patterns: tuple[tuple[Path, str], ...] = PATTERNS):
+        self.patterns = patterns
+        self.before = present(patterns=patterns)
 
     def remove(self, grace_s: float = HOLDERS_GRACE_S) -> list[str]:
         """Unlink what appeared since and nothing holds, waiting up to `grace_s` for the processes still
@@ -85,7 +88,7 @@ class Leftovers:
         removed: list[str] = []
         deadline = time.monotonic() + grace_s
         while True:
-            new = present() - self.before - set(removed)
+            new = present(patterns=self.patterns) - self.before - set(removed)
             if not new:
                 return removed
             # the deadline is read before the scan: a scan of every process's maps and fds takes seconds on a loaded
