@@ -118,8 +118,9 @@ class DeathWatch(PollingWatch):
         self._titles: dict[int, str] = {}  # the same, never forgotten: the title of a pid Ray reports dead
         self._reported: Optional[int] = None  # the pid of the actor Ray reported dead in the training output
         self._class_lines_left = 0
-        self._death: Optional[tuple[int, str, float, Optional[int]]] = None  # pid, last title, when, after step
-        self._last_step: Optional[int] = None
+        # pid, last title, when (monotonic) and when (epoch seconds, the clock of the step-end lines) a scan found it gone
+        self._death: Optional[tuple[int, str, float, float]] = None
+        self._ended: list[tuple[float, int]] = []  # (when, step) of each step-end line read
         self._all_ran = False
 
     def observe(self, line: str) -> None:
@@ -135,7 +136,7 @@ class DeathWatch(PollingWatch):
         if ended is None:
             return
         with self._lock:
-            self._last_step = ended.step
+            self._ended.append((ended.epoch, ended.step))
             # after the last step, verl shuts its processes down: their ends are not deaths
             self._all_ran = ended.total is not None and ended.step >= ended.total
 
@@ -170,7 +171,7 @@ class DeathWatch(PollingWatch):
                 death is not None and _unwinding(self._titles[reported]) and not _unwinding(death[1])):
             return death
         return (reported, self._titles[reported], death[2] if death else time.monotonic(),
-                death[3] if death else self._last_step)
+                death[3] if death else time.time())
 
     def _armed(self) -> bool:
         return not (self._all_ran or self.quiet())
@@ -206,7 +207,7 @@ class DeathWatch(PollingWatch):
             gone.sort(key=lambda pid: (_unwinding(self._seen[pid]), pid != reported))
             with self._lock:
                 first = gone[0]
-                self._death = (first, self._seen[first], time.monotonic(), self._last_step)
+                self._death = (first, self._seen[first], time.monotonic(), time.time())
             pid, title, _, _ = self._death
             self.log(f"death watch: {title} (pid {pid}) is gone while training runs; training has "
                      f"{self.grace_s:.0f} s to end before it is stopped")
@@ -222,8 +223,17 @@ class DeathWatch(PollingWatch):
         self.log(line)
         stop_group(proc, STOP_GRACE_S)
 
+    def _step_before(self, when: float) -> Optional[int]:
+        """The last step that ended before `when`, by the step-end lines' own times: a line may be read after the
+        scan that found the death (the trainer printed it, then the worker was killed, and the output reader ran
+        late on a loaded machine: a fast tier's line said "before the first step ended" after step 3)."""
+        with self._lock:
+            steps = [step for at, step in self._ended if at <= when]
+        return max(steps) if steps else None
+
     def _line(self, death, what_then: str) -> str:
-        pid, title, _, step = death
+        pid, title, _, found_at = death
+        step = self._step_before(found_at)
         name, method = vital(title) or (title, None)
         # the method of its last title the watch saw (every POLL_S): what it was doing then, maybe not when it died
         doing = f", last seen in {method}" if method else ""

@@ -231,6 +231,33 @@ def test_a_stop_names_the_actor_ray_reported_after_the_scan(tmp_path):
     assert "died after step 3" in line and "did not end within 5 s of it and was stopped" in line, line
 
 
+READ_AFTER_THE_SCAN = """
+import os, signal, subprocess, sys, time
+from pathlib import Path
+from src.trainer.progress import step_end_line
+worker = subprocess.Popen(["bash", "-c", "exec -a 'ray::WorkerDict' sleep 300"])
+time.sleep(1.5)  # seen by the watch's scans (0.5 s apart)
+ended = time.time()  # step 3 ends; its line is printed, then the worker is killed
+os.kill(worker.pid, signal.SIGKILL)
+worker.wait()
+log, deadline = Path(sys.argv[1]), time.monotonic() + 60
+while "death watch:" not in log.read_text() and time.monotonic() < deadline:
+    time.sleep(0.1)
+# the line reaches the watch only now, as when the output reader runs late on a loaded machine
+print(step_end_line(3, epoch=ended, total=10), flush=True)
+print(step_end_line(4, total=10), flush=True)  # a step that ended after the death does not count
+time.sleep(60)
+"""
+
+
+def test_a_step_line_read_after_the_scan_still_counts_by_its_own_time(tmp_path):
+    """A fast tier: the trainer printed step 3's line and its worker was killed; the scan found the worker gone before
+    the output reader had read the line, and the stop said "died before the first step ended"."""
+    line = _died_line(tmp_path, READ_AFTER_THE_SCAN)
+    assert line.startswith("died: an FSDP worker (ray::WorkerDict, pid "), line
+    assert "died after step 3 " in line, line
+
+
 EXITING = """
 import subprocess, sys, time
 from src.trainer.progress import step_end_line
