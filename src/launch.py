@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from pathlib import Path
 
 from src import config, pipeline
+from src.config import override_grammar
 
 # Hydra's own flags that print or explain instead of running: no pre-launch check for them
 _INFO_FLAGS = ("--help", "-h", "--hydra-help", "--info", "--cfg", "-c")
@@ -117,6 +119,10 @@ def _main(argv: list[str] | None) -> int:
         return checked
     if resuming:
         print(resuming, flush=True)
+    if checked is not None and checked.run_dir is not None:
+        # a dir of this launch's own, which Hydra makes the run's (src/pipeline/run_dirs.py); not in the snapshot's
+        # overrides (Hydra's own are not the task's), so a run from the snapshot gets a new one
+        argv = [*argv, override_grammar.override("hydra.run.dir", str(pipeline.claim_run_dir(Path(checked.run_dir))))]
 
     import hydra
 

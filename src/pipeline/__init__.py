@@ -9,9 +9,10 @@ from .precheck import SLURM_LAUNCHER, Checked, check_launch, precheck
 from .resume_sweep import FLAG as RESUME_SWEEP_FLAG
 from .resume_sweep import argv_for as resume_sweep_argv
 from .run import execute, hydra_task, run, train_command
+from .run_dirs import claim as claim_run_dir
 from .smoke import on_cpu_without_gpu
 
 __all__ = ["ALLOW_CHANGED_INPUTS", "INTERRUPTED_EXIT", "RESUME_SWEEP_FLAG", "SLURM_LAUNCHER", "USAGE_EXIT", "Checked",
-           "Lineage", "RunError", "UsageError", "check_launch", "execute", "finish_local_sweep", "from_snapshot",
-           "from_snapshot_command", "hydra_task", "identify", "on_cpu_without_gpu", "precheck", "resume_sweep_argv",
-           "run", "snapshot_dir_of", "train_command"]
+           "Lineage", "RunError", "UsageError", "check_launch", "claim_run_dir", "execute", "finish_local_sweep",
+           "from_snapshot", "from_snapshot_command", "hydra_task", "identify", "on_cpu_without_gpu", "precheck",
+           "resume_sweep_argv", "run", "snapshot_dir_of", "train_command"]

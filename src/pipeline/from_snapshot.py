@@ -22,6 +22,7 @@ from pathlib import Path
 
 from src.record import fingerprint, snapshot, upgrade, yaml_files
 
+from . import run_dirs
 from .errors import USAGE_EXIT, UsageError
 from .lineage import Lineage
 from .replay import Replay, named_code_problem, prepare
@@ -196,13 +197,4 @@ def _short(value) -> str:
 def _new_run_dir(parent: Path, name: str) -> Path:
     """`<parent>/<time>_<name>`, created here: two launches from one snapshot in the same second
     (a dry run, then --resume) get two dirs (`-2` on the second), never one holding both snapshots."""
-    parent.mkdir(parents=True, exist_ok=True)
-    base = f"{dt.datetime.now():%Y-%m-%d_%H-%M-%S}_{name}"
-    for n in range(1, 1000):
-        candidate = parent / (base if n == 1 else f"{base}-{n}")
-        try:
-            candidate.mkdir()
-            return candidate
-        except FileExistsError:
-            continue
-    raise RuntimeError(f"no free run dir for {base} under {parent}")
+    return run_dirs.claim(parent / f"{dt.datetime.now():%Y-%m-%d_%H-%M-%S}_{name}")

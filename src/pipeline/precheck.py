@@ -39,10 +39,13 @@ SLURM_LAUNCHER = "hydra_plugins.qe_rl.slurm_launcher.QeRlSlurmLauncher"
 
 @dataclass(frozen=True)
 class Checked:
-    """What the pre-launch check found: the number of jobs, and `hydra.mode` as the config sets it (None
-    unless a config or override sets it: Hydra then runs one job, or a sweep with --multirun)."""
+    """What the pre-launch check found: the number of jobs, `hydra.mode` as the config sets it (None
+    unless a config or override sets it: Hydra then runs one job, or a sweep with --multirun), and a single
+    run's dir as conf/config.yaml names it (None for a sweep, or where the command sets hydra.run.dir itself):
+    the launcher claims it (src/pipeline/run_dirs.py) and hands it to Hydra."""
     jobs: int
     hydra_mode: Any
+    run_dir: str | None = None
 
 
 def precheck(overrides: list[str], multirun: bool, environ: dict | None = None, ask_slurm: bool = True,
@@ -139,7 +142,10 @@ def check_launch(overrides: list[str], multirun: bool, environ: dict | None = No
         raise
     except Exception as exc:  # Hydra's composition, schema and override-grammar errors
         raise UsageError(_explained(exc, overrides, multirun, environ)) from None
-    return Checked(len(combos), base.hydra.mode)
+    mode = base.hydra.mode  # hydra.types.RunMode, or None
+    single = not multirun and (mode is None or getattr(mode, "name", str(mode)) == "RUN")
+    own_dir = any(o.lstrip("+~").split("=", 1)[0] == "hydra.run.dir" for o in overrides)
+    return Checked(len(combos), base.hydra.mode, str(out_dir) if single and not own_dir else None)
 
 
 def _explained(exc: BaseException, overrides: list[str], multirun: bool, environ: dict) -> str:
