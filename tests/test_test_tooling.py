@@ -39,12 +39,13 @@ def test_a_launch_after_this_process_imported_verl_is_still_forked():
     TORCH_CUDA_ARCH_LIST). A test process whose launch server started before it imported them sent every later
     launch to a real process (a variable read at import differed from the server's), which made the fast tier
     slower and this file's test above order-dependent; the server is started again from the process's new
-    environment. Run in a fresh process, so the server surely starts first."""
+    environment. Run in a fresh process, so the server surely starts first. The variable is set as verl's import
+    sets it (os.environ in the importing process), without the import's 5 CPU-s."""
     code = (
-        "import subprocess, sys\n"
+        "import os, subprocess, sys\n"
         "from tests import launch_server as ls\n"
         "assert ls.launch(['gpus=0'], env=ls.launch_env()).returncode == 2\n"
-        "import verl.workers.engine  # noqa: F401  (sets RAY_CLIENT_MODE, TORCH_CUDA_ARCH_LIST, ... here)\n"
+        "os.environ['TORCH_CUDA_ARCH_LIST'] = '8.0 9.0'  # as `import verl.workers.engine` sets it here\n"
         "calls = []\n"
         "real_run = subprocess.run\n"
         "ls.subprocess.run = lambda *a, **kw: calls.append(a) or real_run(*a, **kw)\n"
