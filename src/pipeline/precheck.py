@@ -142,8 +142,9 @@ def check_launch(overrides: list[str], multirun: bool, environ: dict | None = No
         raise
     except Exception as exc:  # Hydra's composition, schema and override-grammar errors
         raise UsageError(_explained(exc, overrides, multirun, environ)) from None
-    mode = base.hydra.mode  # hydra.types.RunMode, or None
-    single = not multirun and (mode is None or getattr(mode, "name", str(mode)) == "RUN")
+    from hydra.types import RunMode
+
+    single = not multirun and base.hydra.mode in (None, RunMode.RUN)
     own_dir = any(o.lstrip("+~").split("=", 1)[0] == "hydra.run.dir" for o in overrides)
     return Checked(len(combos), base.hydra.mode, str(out_dir) if single and not own_dir else None)
 

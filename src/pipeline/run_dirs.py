@@ -10,15 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from src.data.safe_write import claim_dir
+
 
 def claim(base: Path) -> Path:
     """`base`, created now; `base-2`, `base-3`, ... when another launch created it first."""
-    base.parent.mkdir(parents=True, exist_ok=True)
-    for n in range(1, 1000):
-        candidate = base if n == 1 else base.with_name(f"{base.name}-{n}")
-        try:
-            candidate.mkdir()
-            return candidate
-        except FileExistsError:
-            continue
-    raise RuntimeError(f"no free run dir for {base.name} under {base.parent}")
+    return claim_dir(base, unique=True)
